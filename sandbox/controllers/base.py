@@ -1,0 +1,93 @@
+"""Level-triggered controller loop and helpers shared by the simulated controllers."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from ..apiserver.store import Store, now_rfc3339
+
+log = logging.getLogger("sandbox")
+
+
+class Controller:
+    """Reconciles everything whenever the store changes, and at least every `resync` s."""
+
+    name = "controller"
+    resync = 0.5
+
+    def __init__(self, store: Store, registry):
+        self.store, self.registry = store, registry
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def rt(self, group: str, plural: str):
+        return self.registry.get(group, plural)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            before = self.store.rv
+            try:
+                self.reconcile()
+            except Exception:  # a controller never dies of one bad object
+                log.exception("%s: reconcile failed", self.name)
+            # Wake on any change since this pass began (our own writes included, so
+            # multi-step work proceeds at once), else resync; never spin.
+            self._stop.wait(0.02)
+            self.store.wait_for_change(before, self.resync)
+
+    def reconcile(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+def set_condition(conditions: list, type_: str, status: str, reason: str, message: str,
+                  generation: int | None = None) -> list:
+    """Upsert a metav1.Condition; lastTransitionTime moves only when status changes."""
+    out = [c for c in conditions or [] if c.get("type") != type_]
+    old = next((c for c in conditions or [] if c.get("type") == type_), None)
+    cond = {"type": type_, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": old["lastTransitionTime"] if old and old.get("status") == status else now_rfc3339()}
+    if generation is not None:
+        cond["observedGeneration"] = generation
+    out.append(cond)
+    return out
+
+
+def owner_ref(obj: dict, controller: bool = True) -> dict:
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": obj["metadata"]["name"],
+            "uid": obj["metadata"]["uid"], "controller": controller, "blockOwnerDeletion": True}
+
+
+def record_event(store: Store, registry, involved: dict, type_: str, reason: str, message: str,
+                 component: str) -> None:
+    """Write a core/v1 Event about `involved`, counting repeats like the event recorder."""
+    rt = registry.get("", "events")
+    ns = involved["metadata"].get("namespace") or "default"
+    name = f"{involved['metadata']['name']}.{reason.lower()}"
+    existing = store.find(rt, ns, name)
+    if existing and existing.get("message") == message:
+        existing["count"] = existing.get("count", 1) + 1
+        existing["lastTimestamp"] = now_rfc3339()
+        store.update(rt, existing, check_rv=False)
+        return
+    event = {
+        "metadata": {"name": name, "namespace": ns},
+        "involvedObject": {"apiVersion": involved["apiVersion"], "kind": involved["kind"],
+                           "name": involved["metadata"]["name"], "namespace": ns,
+                           "uid": involved["metadata"]["uid"]},
+        "type": type_, "reason": reason, "message": message, "count": 1,
+        "source": {"component": component}, "reportingComponent": component,
+        "firstTimestamp": now_rfc3339(), "lastTimestamp": now_rfc3339(),
+    }
+    if existing:
+        store.delete(rt, ns, name)
+    store.create(rt, event)

@@ -1,0 +1,177 @@
+"""The sandbox: API server, Kueue, KubeRay, scheduler/kubelet and S3, started together.
+
+    box = Sandbox(state_dir)
+    info = box.start()      # returns once every part answers
+    ...
+    box.stop()              # stops every Ray process it started, leaves nothing behind
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from .apiserver import errors
+from .apiserver.rbac import Authenticator
+from .apiserver.resources import Registry
+from .apiserver.server import ApiServer
+from .apiserver.store import Store
+from .controllers.kubelet import Kubelet
+from .controllers.kuberay import KubeRayController
+from .controllers.kueue import KueueController
+from .faults import Faults
+from .network import Network
+from .s3 import S3Server
+
+DATA = Path(__file__).resolve().parent / "data"
+NAMESPACE = "sandbox"
+DATA_CONNECTION = "aws-connection-minio"  # the seed's data connection named `minio`
+BUCKET = "kfp-ray"
+INFO_FILE = "sandbox.json"
+
+
+def kubeconfig(server: str, user: str, token: str, namespace: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Config", "preferences": {},
+            "clusters": [{"name": "sandbox", "cluster": {"server": server}}],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": "sandbox", "context": {"cluster": "sandbox", "user": user, "namespace": namespace}}],
+            "current-context": "sandbox"}
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
+class Sandbox:
+    def __init__(self, state_dir: str | Path | None = None, max_real_workers: int | None = None):
+        self.own_dir = state_dir is None
+        self.state_dir = Path(state_dir or tempfile.mkdtemp(prefix="kfp-ray-sandbox-"))
+        self.max_real_workers = max_real_workers or int(os.environ.get("KFP_RAY_SANDBOX_MAX_WORKERS", "2"))
+        self.registry = Registry(openshift=True)
+        self.store = Store()
+        self.auth = Authenticator(NAMESPACE)
+        self.faults = Faults()
+        self.network = Network()
+        self.s3 = S3Server()
+        self.api: ApiServer | None = None
+        self.controllers: list = []
+        self.kubelet: Kubelet | None = None
+        self.info: dict = {}
+
+    # --- lifecycle -------------------------------------------------------------
+    def start(self) -> dict:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.state_dir / "pods").mkdir(exist_ok=True)
+        self.s3.start()
+        self.s3.create_bucket(BUCKET)
+        self.api = ApiServer(self.store, self.registry, self.auth, self.faults,
+                             audit_path=self.state_dir / "audit.log")
+        kueue = KueueController(self.store, self.registry, self.faults)
+        kuberay = KubeRayController(self.store, self.registry, self.network, self.max_real_workers)
+        self.kubelet = Kubelet(self.store, self.registry, self.network, self.faults, self.state_dir / "pods")
+        self.api.admission.append(kueue.admission)
+        self.api.log_provider = self.kubelet.pod_log
+        self.api.control = self._control
+        self._bootstrap()
+        self.controllers = [kueue, kuberay, self.kubelet]
+        for c in self.controllers:
+            c.start()
+        self.api.start()
+        admin_cfg = self.state_dir / "kubeconfig"
+        runner_cfg = self.state_dir / "kubeconfig-pipeline-runner"
+        _write_private(admin_cfg, yaml.safe_dump(kubeconfig(self.api.url, self.auth.admin.user, self.auth.admin.token, NAMESPACE)))
+        _write_private(runner_cfg, yaml.safe_dump(kubeconfig(self.api.url, self.auth.pipeline_runner.user,
+                                                             self.auth.pipeline_runner.token, NAMESPACE)))
+        self.info = {"api": self.api.url, "kubeconfig": str(admin_cfg), "kubeconfig_pipeline_runner": str(runner_cfg),
+                     "namespace": NAMESPACE, "s3_endpoint": self.s3.endpoint, "s3_bucket": BUCKET,
+                     "data_connection": DATA_CONNECTION, "local_queue": "local-queue-test",
+                     "audit_log": str(self.state_dir / "audit.log"), "state_dir": str(self.state_dir),
+                     "pid": os.getpid()}
+        (self.state_dir / INFO_FILE).write_text(json.dumps(self.info, indent=2) + "\n")
+        return self.info
+
+    def stop(self) -> None:
+        """Stop everything; the Ray processes first (they are what costs memory)."""
+        if self.kubelet is not None:
+            self.kubelet.shutdown()
+        for c in self.controllers:
+            c.stop()
+        if self.api is not None:
+            self.api.stop()
+        self.s3.stop()
+        if self.own_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # --- bootstrap -------------------------------------------------------------
+    def _create(self, obj: dict) -> dict:
+        group, _, version = obj["apiVersion"].rpartition("/")
+        rt = self.registry.by_kind(group, obj["kind"])
+        return self.store.create(rt, obj)
+
+    def _bootstrap(self) -> None:
+        for obj in yaml.safe_load((DATA / "bootstrap.yaml").read_text()):
+            self._create(obj)
+        self._create({"apiVersion": "v1", "kind": "ServiceAccount",
+                      "metadata": {"name": self.auth.pipeline_runner.user.rsplit(":", 1)[1], "namespace": NAMESPACE}})
+        values = {"AWS_ACCESS_KEY_ID": self.s3.access_key, "AWS_SECRET_ACCESS_KEY": self.s3.secret_key,
+                  "AWS_S3_ENDPOINT": self.s3.endpoint, "AWS_S3_BUCKET": BUCKET,
+                  "AWS_DEFAULT_REGION": self.s3.region}
+        self._create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                      "metadata": {"name": DATA_CONNECTION, "namespace": NAMESPACE,
+                                   "labels": {"opendatahub.io/dashboard": "true", "opendatahub.io/managed": "true"},
+                                   "annotations": {"opendatahub.io/connection-type": "s3",
+                                                   "openshift.io/display-name": "minio"}},
+                      "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}})
+
+    # --- control API (admin only): /sandbox/v1/... ------------------------------
+    def _control(self, method: str, path: str, req: dict, who) -> tuple[int, object]:
+        if path == "/sandbox/v1/info" and method == "GET":
+            return 200, self.info
+        if path == "/sandbox/v1/faults":
+            if method == "GET":
+                return 200, self.faults.get()
+            if method in ("PUT", "POST"):
+                try:
+                    return 200, self.faults.set(req["body"] or {})
+                except ValueError as exc:
+                    raise errors.bad_request(str(exc)) from None
+            if method == "DELETE":
+                self.faults.clear()
+                return 200, self.faults.get()
+        if path == "/sandbox/v1/processes" and method == "GET":
+            return 200, {"pods": self.kubelet.processes()}
+        m = re.fullmatch(r"/sandbox/v1/namespaces/([^/]+)/rayclusters/([^/]+)/crash", path)
+        if m and method == "POST":
+            if not self.kubelet.crash(m.group(1), m.group(2)):
+                raise errors.ApiError(409, "Conflict", f"RayCluster {m.group(1)}/{m.group(2)} has no running head to crash")
+            return 200, {"crashed": m.group(2)}
+        raise errors.path_not_found()
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.1):
+    """Poll predicate until it returns a truthy value; TimeoutError names what it waited for."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)

@@ -1,0 +1,75 @@
+"""Fault injection, switched at run time through the sandbox control API.
+
+API faults apply to every request whose path matches (errors and resets count down):
+  {"api": {"errors": {"code": 503, "count": 3, "path": "rayclusters"},
+           "resets": {"count": 2, "path": "..."}, "latency_ms": 200}}
+Cluster faults apply to RayClusters whose name matches a glob ("*" for all):
+  {"clusters": {"demo-*": {"never_admit": true, "image_pull": true, "taint": true,
+                           "slow_start": 20, "head_crash_after": 5}}}
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import re
+import threading
+
+CLUSTER_FAULTS = ("never_admit", "image_pull", "taint", "slow_start", "head_crash_after")
+
+
+class Faults:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._config: dict = {"api": {}, "clusters": {}}
+
+    def set(self, config: dict) -> dict:
+        config = copy.deepcopy(config or {})
+        unknown = [k for k in config if k not in ("api", "clusters")]
+        for pattern, faults in (config.get("clusters") or {}).items():
+            unknown += [f"clusters.{pattern}.{k}" for k in faults if k not in CLUSTER_FAULTS]
+        if unknown:
+            raise ValueError(f"unknown fault(s): {', '.join(unknown)}; known cluster faults: {', '.join(CLUSTER_FAULTS)}")
+        with self._lock:
+            self._config = {"api": config.get("api") or {}, "clusters": config.get("clusters") or {}}
+            return copy.deepcopy(self._config)
+
+    def get(self) -> dict:
+        with self._lock:
+            return copy.deepcopy(self._config)
+
+    def clear(self) -> None:
+        self.set({})
+
+    # --- API faults ------------------------------------------------------------
+    def _take(self, kind: str, path: str) -> dict | None:
+        with self._lock:
+            spec = self._config["api"].get(kind)
+            if not spec or spec.get("count", 0) <= 0:
+                return None
+            if spec.get("path") and not re.search(spec["path"], path):
+                return None
+            spec["count"] -= 1
+            return dict(spec)
+
+    def take_error(self, path: str) -> dict | None:
+        return self._take("errors", path)
+
+    def take_reset(self, path: str) -> bool:
+        return self._take("resets", path) is not None
+
+    def latency(self, path: str) -> float:
+        with self._lock:
+            api = self._config["api"]
+            if api.get("latency_path") and not re.search(api["latency_path"], path):
+                return 0.0
+            return float(api.get("latency_ms", 0)) / 1000.0
+
+    # --- cluster faults --------------------------------------------------------
+    def for_cluster(self, name: str) -> dict:
+        with self._lock:
+            out: dict = {}
+            for pattern, faults in self._config["clusters"].items():
+                if fnmatch.fnmatchcase(name, pattern):
+                    out.update(faults)
+            return out
