@@ -7,6 +7,7 @@ runs in its own process group, so stopping it kills exactly what it started (nev
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -95,6 +96,7 @@ class RayNode:
         # Short private temp dir: Ray's unix socket paths must stay under 107 bytes.
         self.temp_dir = Path(tempfile.mkdtemp(prefix="kr-", dir="/tmp"))
         self.log_path = root / f"{name}.log"
+        self.pid_file = root / f"{name}.pid"
         self.proc: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
@@ -117,6 +119,8 @@ class RayNode:
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=ray_env(), start_new_session=True, cwd=str(self.temp_dir))
         log.close()
+        # A record `python -m sandbox down` can act on even if the sandbox itself died.
+        self.pid_file.write_text(json.dumps({"pgid": self.proc.pid, "temp_dir": str(self.temp_dir)}))
 
     @property
     def dashboard_url(self) -> str:
@@ -148,7 +152,8 @@ class RayNode:
     def pids(self) -> list[int]:
         if self.proc is None:
             return []
-        return sorted({self.proc.pid, *descendants(self.proc.pid), *pids_mentioning(str(self.temp_dir))})
+        own = [self.proc.pid] if self.proc.poll() is None else []
+        return sorted({*own, *descendants(self.proc.pid), *pids_mentioning(str(self.temp_dir))})
 
     def stop(self, grace: float = 10.0, remove: bool = True) -> None:
         """Stop this node's processes (group, descendants, and strays in its temp dir)."""
@@ -175,6 +180,7 @@ class RayNode:
                 pass
         if remove:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
+        self.pid_file.unlink(missing_ok=True)
 
     def crash(self) -> None:
         """Kill the node abruptly (SIGKILL), as an OOM kill or node failure would."""
@@ -200,3 +206,25 @@ def _exists(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def kill_recorded(root: Path) -> int:
+    """Kill the Ray nodes recorded under root (pid files) whose sandbox is gone; returns
+    how many were found. Used by `down` when the sandbox process did not stop cleanly."""
+    found = 0
+    for pid_file in root.glob("*.pid"):
+        try:
+            rec = json.loads(pid_file.read_text())
+        except (OSError, ValueError):
+            continue
+        found += 1
+        pids = set(pids_mentioning(rec["temp_dir"]))
+        try:
+            os.killpg(rec["pgid"], signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for pid in pids:
+            _signal(pid, signal.SIGKILL)
+        shutil.rmtree(rec["temp_dir"], ignore_errors=True)
+        pid_file.unlink(missing_ok=True)
+    return found

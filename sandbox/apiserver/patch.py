@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from .errors import bad_request, ApiError
+from .errors import ApiError, bad_request
 
 
 def merge_patch(target, patch):

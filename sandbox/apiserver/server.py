@@ -12,8 +12,8 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
@@ -58,6 +58,13 @@ class AuditLog:
                 self._fh = None
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        """Clients that drop connections (or resets we inject) are not server errors."""
+
+
 class ApiServer:
     def __init__(self, store: Store, registry: Registry, auth: Authenticator, faults, audit_path=None,
                  host: str = "127.0.0.1", port: int = 0):
@@ -67,8 +74,7 @@ class ApiServer:
         self.log_provider: Callable[[str, str, dict], str] | None = None
         self.control: Callable[[str, str, dict, Identity], tuple[int, object]] | None = None
         handler = type("Handler", (_Handler,), {"api": self})
-        self.httpd = ThreadingHTTPServer((host, port), handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _HTTPServer((host, port), handler)
         self._thread: threading.Thread | None = None
 
     @property
@@ -283,7 +289,7 @@ class _Handler(BaseHTTPRequestHandler):
 
         verb = {"GET": "get" if name else "list", "POST": "create", "PUT": "update",
                 "PATCH": "patch", "DELETE": "delete" if name else "deletecollection"}[method]
-        if method == "GET" and not name and (query.get("watch") or [""])[0] in ("1", "true"):
+        if method == "GET" and not name and (query.get("watch") or [""])[0] in ("1", "t", "T", "true", "TRUE", "True"):
             verb = "watch"
         if method == "POST" and name:
             raise errors.method_not_allowed()
@@ -430,6 +436,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if ctype == "application/json-patch+json":
                     new = patch.json_patch(current, body)
                 elif ctype == "application/merge-patch+json":
+                    if not isinstance(body, dict):
+                        raise errors.bad_request("the body of the request was invalid: a merge patch must be a JSON object")
                     new = patch.merge_patch(current, body)
                 elif ctype == "application/strategic-merge-patch+json":
                     if rt.group:

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from . import errors
 
@@ -21,7 +21,7 @@ _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def random_suffix(n: int = 5) -> str:

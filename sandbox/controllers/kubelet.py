@@ -78,6 +78,7 @@ class Kubelet(Controller):
         self.pods: dict[str, PodRuntime] = {}
         self.lock = threading.Lock()
         self.stoppers: list[threading.Thread] = []
+        self.terminating: dict[str, PodRuntime] = {}  # deleted pods whose processes are stopping
 
     # --- reconcile -------------------------------------------------------------
     def reconcile(self) -> None:
@@ -200,7 +201,7 @@ class Kubelet(Controller):
             rt.restarts += 1
             rt.ready_at = None
             last = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": now_rfc3339()}}
-            self._set_status(pod, lambda s: s.update(
+            self._set_status(pod, lambda s, last=last: s.update(
                 conditions=set_condition(s.get("conditions"), "Ready", "False", "ContainersNotReady",
                                          "containers with unready status: [ray]"),
                 containerStatuses=[self._container(pod, waiting=("ContainerCreating", ""), restarts=rt.restarts, last=last)]))
@@ -252,12 +253,18 @@ class Kubelet(Controller):
 
     def _stop_runtime(self, rt: PodRuntime) -> None:
         rt.stopping = True
+        with self.lock:
+            self.terminating[rt.uid] = rt
 
         def stop():
-            if rt.thread is not None:
-                rt.thread.join(timeout=15)
-            if rt.node is not None:
-                rt.node.stop()
+            try:
+                if rt.thread is not None:
+                    rt.thread.join(timeout=15)
+                if rt.node is not None:
+                    rt.node.stop()
+            finally:
+                with self.lock:
+                    self.terminating.pop(rt.uid, None)
         t = threading.Thread(target=stop, daemon=True, name=f"stop-{rt.name}")
         t.start()
         self.stoppers.append(t)
@@ -280,9 +287,16 @@ class Kubelet(Controller):
         return rt.node.log_tail(int(params.get("tailLines") or 10000))
 
     def processes(self) -> list[dict]:
+        """Ray processes of pods, running or still stopping after their pod was deleted."""
         with self.lock:
-            return [{"namespace": r.ns, "pod": r.name, "cluster": r.cluster, "pids": r.node.pids()}
-                    for r in self.pods.values() if r.node is not None and r.node.alive()]
+            runtimes = list(self.pods.values()) + list(self.terminating.values())
+        out = []
+        for r in runtimes:
+            pids = r.node.pids() if r.node is not None else []
+            if pids:
+                out.append({"namespace": r.ns, "pod": r.name, "cluster": r.cluster, "pids": pids,
+                            "terminating": r.stopping})
+        return out
 
     def shutdown(self) -> None:
         """Stop every pod's processes and wait for them (sandbox teardown)."""

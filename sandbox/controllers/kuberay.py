@@ -19,8 +19,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from .. import quantity
-from ..certs import ca_secret_data
 from ..apiserver.store import now_rfc3339, random_suffix
+from ..certs import ca_secret_data
 from ..raynode import free_port
 from .base import Controller, owner_ref, set_condition
 from .kueue import pod_requests

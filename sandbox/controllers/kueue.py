@@ -165,8 +165,8 @@ class KueueController(Controller):
                 for k, v in self._usage(wl).items():
                     usage[cq_name][k] = usage[cq_name].get(k, Fraction(0)) + v
                 self._admit_one(wl, cq_name, flavors)
-            self._cq_status(cq, usage[cq_name], workloads)
-        for (ns, name), lq in queues.items():
+            self._cq_status(cq, usage[cq_name])
+        for lq in queues.values():
             self._lq_status(lq, cqs.get((lq.get("spec") or {}).get("clusterQueue")))
 
     def _usage(self, wl: dict) -> dict[str, Fraction]:
@@ -250,16 +250,16 @@ class KueueController(Controller):
         if owner:
             self.store.mutate(self.rc_t, ns, owner, lambda rc: rc.setdefault("spec", {}).update(suspend=False))
 
-    def _cq_status(self, cq: dict, used: dict[str, Fraction], workloads: list[dict]) -> None:
+    def _cq_status(self, cq: dict, used: dict[str, Fraction]) -> None:
         name = cq["metadata"]["name"]
-        mine = [w for w in workloads if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") == name]
+        fresh, _ = self.store.list(self.wl_t)
+        mine = [w for w in fresh if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") == name]
         flavors = []
         for group in (cq.get("spec") or {}).get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
                 flavors.append({"name": flavor["name"], "resources": [
                     {"name": r["name"], "total": quantity.fmt(r["name"], used.get(r["name"], Fraction(0))), "borrowed": "0"}
                     for r in flavor.get("resources") or []]})
-        fresh, _ = self.store.list(self.wl_t)
         lqs = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in self.store.list(self.lq_t)[0]}
         pending = sum(1 for w in fresh if not (w.get("status") or {}).get("admission")
                       and ((lqs.get((w["metadata"]["namespace"], w["spec"]["queueName"])) or {}).get("spec") or {}).get("clusterQueue") == name)

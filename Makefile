@@ -1,0 +1,29 @@
+# Fresh machine: `make demo` (main job) and `make test` (the test suite). Each makes its
+# own virtualenv in .venv from pyproject.toml and constraints.txt; nothing else is assumed.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv demo test lint clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m sandbox.demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache

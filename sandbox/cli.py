@@ -1,0 +1,176 @@
+"""`python -m sandbox up|down|status` — the local OpenShift AI cluster, run in the background.
+
+    python -m sandbox up [--json]     start it; returns once ready, prints kubeconfig, API, S3
+    python -m sandbox status [--json] what is running (RayClusters, queue usage)
+    python -m sandbox down            stop it and every Ray process it started
+
+State lives in --state-dir (default $KFP_RAY_SANDBOX_DIR, else /tmp/kfp-ray-sandbox-<uid>).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .core import INFO_FILE
+
+UP_TIMEOUT = 60.0
+DOWN_TIMEOUT = 90.0
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("KFP_RAY_SANDBOX_DIR") or f"/tmp/kfp-ray-sandbox-{os.getuid()}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def read_info(state_dir: Path) -> dict | None:
+    try:
+        info = json.loads((state_dir / INFO_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return info if _alive(info.get("pid", -1)) else None
+
+
+def _print_info(info: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(info))
+        return
+    print(f"kubeconfig: {info['kubeconfig']}")
+    print(f"kubeconfig (pipeline-runner): {info['kubeconfig_pipeline_runner']}")
+    print(f"API:        {info['api']}")
+    print(f"S3:         {info['s3_endpoint']} (bucket {info['s3_bucket']}, data connection secret {info['data_connection']})")
+    print(f"namespace:  {info['namespace']}  local queue: {info['local_queue']}")
+    print(f"audit log:  {info['audit_log']}")
+
+
+def up(state_dir: Path, as_json: bool) -> int:
+    info = read_info(state_dir)
+    if info:
+        if not as_json:
+            print(f"sandbox already up (pid {info['pid']})")
+        _print_info(info, as_json)
+        return 0
+    shutil.rmtree(state_dir, ignore_errors=True)
+    state_dir.mkdir(parents=True)
+    log = open(state_dir / "sandbox.log", "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "sandbox", "serve", "--state-dir", str(state_dir)],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    log.close()
+    deadline = time.monotonic() + UP_TIMEOUT
+    while time.monotonic() < deadline:
+        info = read_info(state_dir)
+        if info and info["pid"] == proc.pid:
+            _print_info(info, as_json)
+            return 0
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    if proc.poll() is None:
+        proc.kill()
+    tail = (state_dir / "sandbox.log").read_text(errors="replace")[-3000:]
+    print(f"sandbox failed to start within {UP_TIMEOUT:.0f}s; its log ({state_dir / 'sandbox.log'}):\n{tail}",
+          file=sys.stderr)
+    return 1
+
+
+def down(state_dir: Path) -> int:
+    from .raynode import kill_recorded
+
+    try:
+        info = json.loads((state_dir / INFO_FILE).read_text())
+    except (OSError, ValueError):
+        info = None
+    pid = (info or {}).get("pid")
+    if pid and _alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + DOWN_TIMEOUT
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(pid):
+            print(f"sandbox (pid {pid}) did not stop within {DOWN_TIMEOUT:.0f}s; killing it", file=sys.stderr)
+            os.killpg(pid, signal.SIGKILL)
+    leftovers = kill_recorded(state_dir / "pods") if state_dir.exists() else 0
+    if leftovers:
+        print(f"killed {leftovers} Ray node(s) left behind", file=sys.stderr)
+    existed = state_dir.exists()
+    shutil.rmtree(state_dir, ignore_errors=True)
+    print("sandbox down" if (pid or existed) else "sandbox was not running")
+    return 0
+
+
+def status(state_dir: Path, as_json: bool) -> int:
+    info = read_info(state_dir)
+    if not info:
+        print(json.dumps({"running": False}) if as_json else "sandbox is not running")
+        return 1
+    from .client import SandboxClient
+
+    summary = SandboxClient(info).summary()
+    if as_json:
+        print(json.dumps({"running": True, **info, **summary}))
+        return 0
+    _print_info(info, False)
+    print(f"cluster queue usage: {summary['queue_usage']}  pending workloads: {summary['pending_workloads']}")
+    for rc in summary["rayclusters"]:
+        print(f"  raycluster {rc['name']}: {rc['state'] or 'starting'}  workers {rc['ready_workers']}/{rc['workers']}")
+    return 0
+
+
+def serve(state_dir: Path) -> int:
+    """Run the sandbox in this process until SIGTERM/SIGINT (what `up` starts)."""
+    import logging
+
+    from .core import Sandbox
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    box = Sandbox(state_dir)
+    try:
+        box.start()
+        print(f"sandbox up: {box.info['api']}", flush=True)
+        stop.wait()
+    finally:
+        box.stop()
+        (state_dir / INFO_FILE).unlink(missing_ok=True)
+        print("sandbox stopped", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["up", "down", "status", "serve"])
+    parser.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
+    parser.add_argument("--state-dir", type=Path, default=None, help="where the sandbox keeps its state")
+    args = parser.parse_args(argv)
+    state_dir = (args.state_dir or default_state_dir()).resolve()
+    if args.command == "up":
+        return up(state_dir, args.json)
+    if args.command == "down":
+        return down(state_dir)
+    if args.command == "status":
+        return status(state_dir, args.json)
+    return serve(state_dir)

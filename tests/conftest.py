@@ -1,0 +1,50 @@
+"""Shared fixtures. `box` is one sandbox per test session (real Ray heads are what
+costs time); each test leaves it as it found it: no faults, no RayClusters."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from sandbox import Sandbox
+from sandbox.client import SandboxClient
+
+
+@pytest.fixture(scope="session")
+def box(tmp_path_factory):
+    os.environ["CODEFLARE_TLS_DIR"] = str(tmp_path_factory.mktemp("codeflare-tls"))
+    sb = Sandbox(tmp_path_factory.mktemp("sandbox"))
+    sb.start()
+    yield sb
+    sb.stop()
+
+
+@pytest.fixture
+def sbx(box):
+    """A client of the session sandbox; clears faults and deletes leftover RayClusters after."""
+    client = SandboxClient(box.info)
+    client.clear_faults()
+    yield client
+    client.clear_faults()
+    from kubernetes import client as k8s
+
+    co = k8s.CustomObjectsApi(client.api_client())
+    for rc in co.list_namespaced_custom_object("ray.io", "v1", client.namespace, "rayclusters")["items"]:
+        co.delete_namespaced_custom_object("ray.io", "v1", client.namespace, "rayclusters", rc["metadata"]["name"])
+    deadline = time.monotonic() + 60
+    while client.processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def sdk_auth(box):
+    """Point the CodeFlare SDK at the sandbox as its admin user (a workbench user with edit)."""
+    from codeflare_sdk import KubeConfigFileAuthentication
+    from codeflare_sdk.common.kubernetes_cluster import auth
+
+    KubeConfigFileAuthentication(kube_config_path=box.info["kubeconfig"]).load_kube_config()
+    yield
+    auth.api_client = None
+    auth.config_path = None

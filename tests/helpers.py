@@ -1,0 +1,42 @@
+"""Manifests and waits shared by tests."""
+
+from __future__ import annotations
+
+import time
+
+
+def raycluster(name: str, workers: int = 1, cpu: str = "1", memory: str = "2Gi", queue: str | None = "local-queue-test",
+               gpu: int = 0, tolerations: list | None = None, image: str = "quay.io/modh/ray:2.52.1-py311-cu121") -> dict:
+    """A RayCluster as KubeRay's CRD accepts it (what the CodeFlare SDK builds, trimmed)."""
+    def container(n):
+        res = {"cpu": cpu, "memory": memory}
+        if gpu:
+            res["nvidia.com/gpu"] = str(gpu)
+        return {"name": n, "image": image, "resources": {"requests": dict(res), "limits": dict(res)}}
+
+    def template(n):
+        spec = {"containers": [container(n)]}
+        if tolerations:
+            spec["tolerations"] = tolerations
+        return {"spec": spec}
+
+    labels = {"kueue.x-k8s.io/queue-name": queue} if queue else {}
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"rayVersion": "2.52.1",
+                     "headGroupSpec": {"rayStartParams": {"dashboard-host": "0.0.0.0"}, "template": template("ray-head")},
+                     "workerGroupSpecs": [{"groupName": "small-group", "replicas": workers, "minReplicas": workers,
+                                           "maxReplicas": workers, "rayStartParams": {},
+                                           "template": template("machine-learning")}]}}
+
+
+def eventually(fn, timeout: float = 30.0, interval: float = 0.1, what: str = "condition"):
+    """Return fn()'s first truthy value, or fail naming what was awaited and the last value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")

@@ -1,0 +1,291 @@
+"""The API server's REST semantics, seen through the real kubernetes client."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+
+import pytest
+from kubernetes import client
+from kubernetes.client import ApiException
+
+from sandbox.apiserver.rbac import Authenticator
+from sandbox.apiserver.resources import Registry
+from sandbox.apiserver.server import ApiServer
+from sandbox.apiserver.store import Store
+from sandbox.controllers.kueue import KueueController
+from sandbox.faults import Faults
+from tests.helpers import raycluster
+
+NS = "sandbox"
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    """API server with the Kueue/ODH webhooks but no controller loops (nothing runs)."""
+    reg, store, auth, faults = Registry(), Store(), Authenticator(NS), Faults()
+    store.create(reg.get("", "namespaces"), {"metadata": {"name": NS, "labels": {"kueue.openshift.io/managed": "true"}}})
+    store.create(reg.get("", "namespaces"), {"metadata": {"name": "plain"}})
+    audit = tmp_path_factory.mktemp("audit") / "audit.log"
+    srv = ApiServer(store, reg, auth, faults, audit_path=audit)
+    srv.admission.append(KueueController(store, reg, faults).admission)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def _client(api, identity):
+    cfg = client.Configuration()
+    cfg.host = api.url
+    cfg.api_key = {"authorization": f"Bearer {identity.token}"}
+    return client.ApiClient(cfg)
+
+
+@pytest.fixture
+def admin(api):
+    return _client(api, api.auth.admin)
+
+
+@pytest.fixture
+def runner(api):
+    return _client(api, api.auth.pipeline_runner)
+
+
+def status_of(exc: ApiException) -> dict:
+    return json.loads(exc.body)
+
+
+def test_discovery_presents_openshift_kuberay_and_kueue(admin):
+    groups = {g.name: [v.version for v in g.versions] for g in client.ApisApi(admin).get_api_versions().groups}
+    assert groups["ray.io"] == ["v1"]
+    assert groups["kueue.x-k8s.io"] == ["v1beta1"]
+    assert "route.openshift.io" in groups and "authentication.k8s.io" in groups
+    resources = client.CustomObjectsApi(admin).get_api_resources("ray.io", "v1").resources
+    assert {r.name for r in resources} >= {"rayclusters", "rayclusters/status"}
+    assert client.VersionApi(admin).get_code().major == "1"
+    assert [v for v in client.CoreApi(admin).get_api_versions().versions] == ["v1"]
+
+
+def test_crud_bookkeeping_and_not_found_wording(admin):
+    v1 = client.CoreV1Api(admin)
+    cm = v1.create_namespaced_config_map(NS, {"metadata": {"generateName": "cfg-"}, "data": {"a": "1"}})
+    assert cm.metadata.name.startswith("cfg-") and len(cm.metadata.name) == 9
+    assert cm.metadata.uid and cm.metadata.resource_version and cm.metadata.creation_timestamp
+    with pytest.raises(ApiException) as exc:
+        v1.create_namespaced_config_map(NS, {"metadata": {"name": cm.metadata.name}})
+    assert exc.value.status == 409 and exc.value.reason == "Conflict"
+    assert status_of(exc.value)["reason"] == "AlreadyExists"
+    with pytest.raises(ApiException) as exc:
+        v1.read_namespaced_config_map("nope", NS)
+    assert exc.value.status == 404 and status_of(exc.value)["message"] == 'configmaps "nope" not found'
+    with pytest.raises(ApiException) as exc:
+        v1.create_namespaced_config_map("missing-ns", {"metadata": {"name": "x"}})
+    assert status_of(exc.value)["message"] == 'namespaces "missing-ns" not found'
+    v1.delete_namespaced_config_map(cm.metadata.name, NS)
+    with pytest.raises(ApiException):
+        v1.read_namespaced_config_map(cm.metadata.name, NS)
+
+
+def test_update_with_stale_resource_version_conflicts(admin):
+    v1 = client.CoreV1Api(admin)
+    cm = v1.create_namespaced_config_map(NS, {"metadata": {"name": "rv"}, "data": {"a": "1"}})
+    cm.data = {"a": "2"}
+    v1.replace_namespaced_config_map("rv", NS, cm)
+    cm.data = {"a": "3"}
+    with pytest.raises(ApiException) as exc:
+        v1.replace_namespaced_config_map("rv", NS, cm)  # still carries the old resourceVersion
+    assert exc.value.status == 409 and status_of(exc.value)["reason"] == "Conflict"
+    assert "the object has been modified" in status_of(exc.value)["message"]
+
+
+def test_label_and_field_selectors(admin):
+    v1 = client.CoreV1Api(admin)
+    for name, tier in (("s-a", "web"), ("s-b", "db"), ("s-c", "db")):
+        v1.create_namespaced_secret(NS, {"metadata": {"name": name, "labels": {"tier": tier, "sel": "yes"}}})
+    names = lambda **kw: sorted(s.metadata.name for s in v1.list_namespaced_secret(NS, **kw).items)  # noqa: E731
+    assert names(label_selector="sel=yes,tier=db") == ["s-b", "s-c"]
+    assert names(label_selector="sel,tier in (web)") == ["s-a"]
+    assert names(label_selector="sel=yes,tier!=db") == ["s-a"]
+    assert names(label_selector="sel=yes", field_selector="metadata.name=s-c") == ["s-c"]
+    with pytest.raises(ApiException) as exc:
+        v1.list_namespaced_secret(NS, label_selector="tier in web)")
+    assert exc.value.status == 400
+
+
+def test_patches_and_status_subresource(admin):
+    co = client.CustomObjectsApi(admin)
+    rc = co.create_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", raycluster("p1", queue=None))
+    assert rc["metadata"]["generation"] == 1
+    # merge patch of metadata leaves generation alone; of spec bumps it
+    rc = co.patch_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "p1", {"metadata": {"labels": {"x": "y"}}})
+    assert rc["metadata"]["labels"]["x"] == "y" and rc["metadata"]["generation"] == 1
+    from kubernetes.dynamic import DynamicClient
+
+    res = DynamicClient(admin).resources.get(api_version="ray.io/v1", kind="RayCluster")
+    rc = res.patch(body=[{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 0}], name="p1",
+                   namespace="plain", content_type="application/json-patch+json").to_dict()
+    assert rc["spec"]["workerGroupSpecs"][0]["replicas"] == 0 and rc["metadata"]["generation"] == 2
+    # status is ignored on the main resource and written through /status
+    rc = co.patch_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "p1", {"status": {"state": "ready"}})
+    assert "status" not in rc
+    rc = co.patch_namespaced_custom_object_status("ray.io", "v1", "plain", "rayclusters", "p1", {"status": {"state": "ready"}})
+    assert rc["status"]["state"] == "ready" and rc["metadata"]["generation"] == 2
+
+
+def test_server_side_apply_creates_then_updates_through_dynamic_client(admin):
+    from kubernetes.dynamic import DynamicClient
+
+    res = DynamicClient(admin).resources.get(api_version="ray.io/v1", kind="RayCluster")
+    body = raycluster("ssa", queue=None)
+    body["metadata"]["namespace"] = "plain"
+    created = res.server_side_apply(body=body, name="ssa", namespace="plain", field_manager="codeflare-sdk")
+    assert created.metadata.generation == 1
+    assert [m.manager for m in created.metadata.managedFields] == ["codeflare-sdk"]
+    body["spec"]["workerGroupSpecs"][0]["replicas"] = 0
+    updated = res.server_side_apply(body=body, name="ssa", namespace="plain", field_manager="codeflare-sdk")
+    assert updated.spec.workerGroupSpecs[0].replicas == 0 and updated.metadata.generation == 2
+
+
+def test_schema_rejects_wrong_types_and_unknown_fields(admin):
+    co = client.CustomObjectsApi(admin)
+    bad = raycluster("bad", queue=None)
+    bad["spec"]["workerGroupSpecs"][0]["replicas"] = "two"
+    bad["spec"]["headGroupSpec"]["bogus"] = 1
+    with pytest.raises(ApiException) as exc:
+        co.create_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", bad)
+    st = status_of(exc.value)
+    assert exc.value.status == 422 and st["reason"] == "Invalid"
+    assert st["message"].startswith('RayCluster.ray.io "bad" is invalid: [')
+    assert 'spec.workerGroupSpecs[0].replicas in body must be of type integer: "string"' in st["message"]
+    assert 'unknown field "spec.headGroupSpec.bogus"' in st["message"]
+    assert {c["field"] for c in st["details"]["causes"]} == {"spec.workerGroupSpecs[0].replicas", "spec.headGroupSpec.bogus"}
+    # fieldValidation=Ignore prunes unknown fields, as the apiserver does
+    lenient = raycluster("lenient", queue=None)
+    lenient["spec"]["bogus"] = True
+    made = co.create_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", lenient, field_validation="Ignore")
+    assert "bogus" not in made["spec"]
+    with pytest.raises(ApiException) as exc:
+        client.CoreV1Api(admin).create_namespaced_secret(NS, {"metadata": {"name": "Bad_Name"}})
+    assert exc.value.status == 422 and "RFC 1123 subdomain" in status_of(exc.value)["message"]
+
+
+def test_odh_webhook_requires_queue_label_and_kueue_suspends(admin):
+    co = client.CustomObjectsApi(admin)
+    with pytest.raises(ApiException) as exc:
+        co.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", raycluster("nolabel", queue=None))
+    assert exc.value.status == 403
+    assert 'missing required label "kueue.x-k8s.io/queue-name"' in status_of(exc.value)["message"]
+    made = co.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", raycluster("labelled"))
+    assert made["spec"]["suspend"] is True
+    # outside a Kueue-managed namespace the label is not required and nothing is suspended
+    plain = co.create_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", raycluster("free", queue=None))
+    assert "suspend" not in plain["spec"]
+
+
+def test_pipeline_runner_rbac_matches_the_dspa_role(runner):
+    co = client.CustomObjectsApi(runner)
+    co.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", raycluster("by-runner"))
+    assert co.get_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", "by-runner")["metadata"]["name"] == "by-runner"
+    with pytest.raises(ApiException) as exc:
+        co.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", NS, "localqueues")
+    assert exc.value.status == 403 and status_of(exc.value)["message"] == (
+        'localqueues.kueue.x-k8s.io is forbidden: User "system:serviceaccount:sandbox:pipeline-runner-dspa" '
+        'cannot list resource "localqueues" in API group "kueue.x-k8s.io" in the namespace "sandbox"')
+    with pytest.raises(ApiException) as exc:
+        client.CoreV1Api(runner).list_namespaced_event(NS)
+    assert exc.value.status == 403
+    with pytest.raises(ApiException) as exc:
+        co.list_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", watch=True, _preload_content=False)
+    assert exc.value.status == 403 and 'cannot watch resource "rayclusters"' in status_of(exc.value)["message"]
+    with pytest.raises(ApiException) as exc:
+        co.list_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters")
+    assert exc.value.status == 403  # the Role is namespaced to `sandbox`
+    assert client.CoreV1Api(runner).list_namespaced_secret(NS) is not None
+
+
+def test_bad_token_is_unauthorized(api):
+    cfg = client.Configuration()
+    cfg.host = api.url
+    cfg.api_key = {"authorization": "Bearer not-a-token"}
+    with pytest.raises(ApiException) as exc:
+        client.CoreV1Api(client.ApiClient(cfg)).list_namespaced_secret(NS)
+    assert exc.value.status == 401 and exc.value.reason == "Unauthorized"
+
+
+def test_watch_streams_changes(admin):
+    from kubernetes import watch
+
+    v1 = client.CoreV1Api(admin)
+    seen = []
+
+    def consume():
+        w = watch.Watch()
+        for ev in w.stream(v1.list_namespaced_config_map, NS, label_selector="w=1", timeout_seconds=10):
+            seen.append((ev["type"], ev["object"].metadata.name))
+            if ev["type"] == "DELETED":
+                w.stop()
+
+    t = threading.Thread(target=consume)
+    t.start()
+    import time
+
+    time.sleep(0.5)
+    v1.create_namespaced_config_map(NS, {"metadata": {"name": "watched", "labels": {"w": "1"}}})
+    v1.patch_namespaced_config_map("watched", NS, {"data": {"k": "v"}})
+    v1.delete_namespaced_config_map("watched", NS)
+    t.join(timeout=15)
+    assert seen == [("ADDED", "watched"), ("MODIFIED", "watched"), ("DELETED", "watched")]
+
+
+def test_owner_references_are_garbage_collected(admin):
+    v1 = client.CoreV1Api(admin)
+    owner = v1.create_namespaced_config_map(NS, {"metadata": {"name": "owner"}})
+    v1.create_namespaced_secret(NS, {"metadata": {"name": "owned", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid}]}})
+    v1.delete_namespaced_config_map("owner", NS)
+    with pytest.raises(ApiException) as exc:
+        v1.read_namespaced_secret("owned", NS)
+    assert exc.value.status == 404
+
+
+def test_audit_log_records_identity_verb_and_status_but_no_token(api, admin, runner):
+    with pytest.raises(ApiException):
+        client.CustomObjectsApi(runner).list_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", NS, "localqueues")
+    text = open(api.audit._path).read()
+    entries = [json.loads(line) for line in text.splitlines()]
+    denied = [e for e in entries if e["path"].endswith("/localqueues") and e["code"] == 403]
+    assert denied and denied[-1]["user"] == "system:serviceaccount:sandbox:pipeline-runner-dspa"
+    assert denied[-1]["verb"] == "list" and denied[-1]["method"] == "GET"
+    assert api.auth.admin.token not in text and api.auth.pipeline_runner.token not in text
+
+
+def test_faults_bursts_and_resets(api, admin):
+    v1 = client.CoreV1Api(admin)
+    # A 429 carries Retry-After, which the kubernetes client's urllib3 honours by itself:
+    # the call succeeds, and the audit log shows the throttled attempt before it.
+    api.faults.set({"api": {"errors": {"code": 429, "count": 1, "path": "configmaps"}}})
+    v1.list_namespaced_config_map(NS, label_selector="after=429")
+    tried = [json.loads(line)["code"] for line in open(api.audit._path) if "after%3D429" in line or "after=429" in line]
+    assert tried == [429, 200]
+    # ...until the burst outlasts its retries (3): then the caller sees the 429.
+    api.faults.set({"api": {"errors": {"code": 429, "count": 10, "path": "configmaps"}}})
+    with pytest.raises(ApiException) as exc:
+        v1.list_namespaced_config_map(NS)
+    assert exc.value.status == 429 and exc.value.headers["Retry-After"] == "1"
+    api.faults.set({"api": {"errors": {"code": 503, "count": 2, "path": "configmaps"}}})
+    codes = []
+    for _ in range(3):
+        try:
+            v1.list_namespaced_config_map(NS)
+            codes.append(200)
+        except ApiException as e:
+            codes.append(e.status)
+    assert codes == [503, 503, 200]
+    api.faults.set({"api": {"resets": {"count": 1, "path": "/version"}}})
+    req = urllib.request.Request(api.url + "/version", headers={"Authorization": f"Bearer {api.auth.admin.token}"})
+    with pytest.raises((ConnectionResetError, urllib.error.URLError, Exception)) as exc:
+        urllib.request.urlopen(req, timeout=5)
+    assert "reset" in str(exc.value).lower() or "closed" in str(exc.value).lower() or isinstance(exc.value, ConnectionResetError)
+    assert json.loads(urllib.request.urlopen(req, timeout=5).read())["major"] == "1"
+    api.faults.clear()
