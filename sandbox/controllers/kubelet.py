@@ -295,6 +295,7 @@ class Kubelet(Controller):
             pids = r.node.pids() if r.node is not None else []
             if pids:
                 out.append({"namespace": r.ns, "pod": r.name, "cluster": r.cluster, "pids": pids,
+                            "temp_dir": str(r.node.temp_dir),
                             "terminating": r.stopping})
         return out
 

@@ -1,0 +1,95 @@
+"""The real CodeFlare SDK 0.34 against the sandbox, call by call, with real Ray."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client as k8s
+
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.ray
+
+JOB = ("python -c \"import ray; ray.init(); print('nodes:', len(ray.nodes())); "
+       "print('cpus:', ray.cluster_resources()['CPU'])\"")
+
+
+def small_config(name, **kw):
+    from codeflare_sdk import ClusterConfiguration
+
+    base = dict(name=name, namespace="sandbox", num_workers=1, head_cpu_requests=1, head_cpu_limits=1,
+                head_memory_requests=2, head_memory_limits=2, worker_cpu_requests=1, worker_cpu_limits=1,
+                worker_memory_requests=2, worker_memory_limits=2)
+    base.update(kw)
+    return ClusterConfiguration(**base)
+
+
+def owned_objects(sbx, name):
+    v1 = k8s.CoreV1Api(sbx.api_client())
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    return {
+        "rayclusters": [o["metadata"]["name"] for o in co.list_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters")["items"]],
+        "workloads": [o["metadata"]["name"] for o in co.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", "sandbox", "workloads")["items"]],
+        "pods": [p.metadata.name for p in v1.list_namespaced_pod("sandbox", label_selector=f"ray.io/cluster={name}").items],
+        "services": [s.metadata.name for s in v1.list_namespaced_service("sandbox").items],
+        "routes": [o["metadata"]["name"] for o in co.list_namespaced_custom_object("route.openshift.io", "v1", "sandbox", "routes")["items"]],
+        "secrets": [s.metadata.name for s in v1.list_namespaced_secret("sandbox", label_selector=f"ray.openshift.ai/cluster-name={name}").items],
+    }
+
+
+def test_sdk_apply_wait_ready_status_details_job_and_down(box, sbx, sdk_auth):
+    from codeflare_sdk import Cluster
+    from codeflare_sdk.ray.cluster.status import CodeFlareClusterStatus, RayClusterStatus
+
+    cluster = Cluster(small_config("sdk-e2e", local_queue="local-queue-test"))
+    cluster.apply(timeout=30)
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    rc = co.get_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "sdk-e2e")
+    assert rc["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "local-queue-test"
+    assert [m["manager"] for m in rc["metadata"]["managedFields"]] == ["codeflare-sdk"]
+
+    cluster.wait_ready(timeout=120)
+    status, ready = cluster.status(print_to_console=False)
+    assert (status, ready) == (CodeFlareClusterStatus.READY, True)
+    details = cluster.details(print_to_console=False)
+    assert details.status == RayClusterStatus.READY and details.num_workers == 1
+    uri = cluster.cluster_dashboard_uri()
+    assert uri.startswith("http://127.") and details.dashboard == uri
+    assert cluster.is_dashboard_ready()
+
+    jobs = cluster.job_client
+    job_id = jobs.submit_job(entrypoint=JOB)
+    final = eventually(lambda: (s := jobs.get_job_status(job_id)).is_terminal() and s, 90, what="the Ray job")
+    logs = jobs.get_job_logs(job_id)
+    assert final.value == "SUCCEEDED", logs
+    assert "nodes: 2" in logs and "cpus: 2.0" in logs
+
+    cluster.down()
+    gone = eventually(lambda: not any(owned_objects(sbx, "sdk-e2e")[k] for k in ("rayclusters", "workloads", "pods", "routes", "secrets"))
+                      and not [s for s in owned_objects(sbx, "sdk-e2e")["services"] if s.startswith("sdk-e2e")], 30,
+                      what="every object of the cluster to be deleted")
+    assert gone
+    eventually(lambda: not sbx.processes(), 60, what="the cluster's Ray processes to stop")
+    assert set(sbx.summary()["queue_usage"].values()) == {"0"}
+    assert cluster.status(print_to_console=False) == (CodeFlareClusterStatus.UNKNOWN, False)
+
+
+def test_sdk_without_kueue_access_drops_the_label_and_the_webhook_rejects(box, sbx, capsys):
+    """The pitfall kfp-ray exists for: as pipeline-runner (no Kueue access) the SDK's
+    LocalQueue lookup is forbidden, it silently omits the queue label, and RHOAI's webhook
+    rejects the cluster; `up()` only prints that."""
+    from codeflare_sdk import Cluster, KubeConfigFileAuthentication
+    from codeflare_sdk.common.kubernetes_cluster import auth
+
+    KubeConfigFileAuthentication(kube_config_path=box.info["kubeconfig_pipeline_runner"]).load_kube_config()
+    try:
+        cluster = Cluster(small_config("as-runner"))
+        assert "kueue.x-k8s.io/queue-name" not in cluster.resource_yaml["metadata"]["labels"]
+        cluster.up()  # prints, does not raise
+    finally:
+        auth.api_client = auth.config_path = None
+    out = capsys.readouterr().out
+    assert "Failed to create RayCluster" in out
+    assert owned_objects(sbx, "as-runner")["rayclusters"] == []
+    denied = [e for e in sbx.audit() if e["method"] == "POST" and e["path"].endswith("/rayclusters")
+              and e["user"].endswith("pipeline-runner-dspa")]
+    assert denied and denied[-1]["code"] == 403

@@ -1,0 +1,126 @@
+"""Every fault the sandbox can inject, and what a client sees when it happens."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kubernetes import client as k8s
+
+from tests.helpers import eventually, raycluster
+
+NS = "sandbox"
+
+
+@pytest.fixture
+def api(sbx):
+    return sbx.api_client()
+
+
+def create(api, body):
+    return k8s.CustomObjectsApi(api).create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", body)
+
+
+def rc(api, name):
+    return k8s.CustomObjectsApi(api).get_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", name)
+
+
+def pods(api, name):
+    return k8s.CoreV1Api(api).list_namespaced_pod(NS, label_selector=f"ray.io/cluster={name}").items
+
+
+def events_about(api, pod_name):
+    return [(e.reason, e.message) for e in k8s.CoreV1Api(api).list_namespaced_event(
+        NS, field_selector=f"involvedObject.name={pod_name}").items]
+
+
+def test_never_admit_keeps_the_cluster_suspended_with_a_queue_message(sbx, api):
+    sbx.set_faults({"clusters": {"held-*": {"never_admit": True}}})
+    create(api, raycluster("held-1", cpu="100m", memory="256Mi"))
+    co = k8s.CustomObjectsApi(api)
+    wl = eventually(lambda: next((w for w in co.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", NS, "workloads")["items"]
+                                  if w["metadata"]["ownerReferences"][0]["name"] == "held-1" and w.get("status")), None), 10,
+                    what="the Workload's status")
+    cond = next(c for c in wl["status"]["conditions"] if c["type"] == "QuotaReserved")
+    assert cond["status"] == "False" and "never_admit" in cond["message"]
+    time.sleep(1.5)
+    assert rc(api, "held-1")["status"]["state"] == "suspended" and pods(api, "held-1") == []
+
+
+def test_image_pull_failure_leaves_the_head_pending_with_backoff(sbx, api):
+    sbx.set_faults({"clusters": {"badimage": {"image_pull": True}}})
+    create(api, raycluster("badimage", image="quay.io/nowhere/ray:missing"))
+    head = eventually(lambda: next((p for p in pods(api, "badimage") if p.metadata.labels["ray.io/node-type"] == "head"
+                                    and p.status.container_statuses
+                                    and p.status.container_statuses[0].state.waiting
+                                    and p.status.container_statuses[0].state.waiting.reason == "ImagePullBackOff"), None),
+                      15, what="the head pod to report ImagePullBackOff")
+    assert head.status.phase == "Pending"
+    assert head.status.container_statuses[0].state.waiting.message == 'Back-off pulling image "quay.io/nowhere/ray:missing"'
+    reasons = dict(events_about(api, head.metadata.name))
+    assert reasons["Failed"].startswith('Failed to pull image "quay.io/nowhere/ray:missing"')
+    assert "state" not in rc(api, "badimage")["status"]  # KubeRay never says ready; the SDK keeps waiting
+    assert sbx.processes() == []
+
+
+def test_untolerated_taint_leaves_pods_unschedulable_unless_tolerated(sbx, api):
+    sbx.set_faults({"clusters": {"*": {"taint": True}}})
+    create(api, raycluster("tainted", gpu=1))
+    head = eventually(lambda: next((p for p in pods(api, "tainted") if p.status.conditions), None), 15,
+                      what="the scheduler's verdict")
+    sched = next(c for c in head.status.conditions if c.type == "PodScheduled")
+    assert (sched.status, sched.reason) == ("False", "Unschedulable")
+    assert "untolerated taint {nvidia.com/gpu: true}" in sched.message  # what seed 001's `oc get pod ... | grep untolerated` finds
+    assert ("FailedScheduling", sched.message) in events_about(api, head.metadata.name)
+    create(api, raycluster("tolerant", gpu=1, tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]))
+    eventually(lambda: [p for p in pods(api, "tolerant") if p.spec.node_name], 15, what="the tolerating pod to be scheduled")
+
+
+def test_api_errors_resets_and_latency_seen_through_the_sdk(box, sbx, sdk_auth, capsys):
+    """The SDK swallows API errors: a 503 burst makes `status()` report UNKNOWN, not raise."""
+    from codeflare_sdk import Cluster, ClusterConfiguration
+    from codeflare_sdk.ray.cluster.status import CodeFlareClusterStatus
+
+    cluster = Cluster(ClusterConfiguration(name="flaky", namespace=NS, num_workers=0, local_queue="local-queue-test"))
+    sbx.set_faults({"api": {"errors": {"code": 503, "count": 1, "path": "/rayclusters$"}}})
+    assert cluster.status(print_to_console=False) == (CodeFlareClusterStatus.UNKNOWN, False)
+    assert "Service Unavailable" in capsys.readouterr().out
+    sbx.set_faults({"api": {"latency_ms": 300}})
+    v1 = k8s.CoreV1Api(sbx.api_client())
+    started = time.monotonic()
+    v1.list_namespaced_secret(NS)
+    assert time.monotonic() - started >= 0.3
+    sbx.set_faults({"api": {"resets": {"count": 5, "path": "/secrets"}}})
+    cfg = sbx.api_client().configuration
+    cfg.retries = 0
+    with pytest.raises(Exception) as exc:
+        k8s.CoreV1Api(k8s.ApiClient(cfg)).list_namespaced_secret(NS)
+    assert "reset" in repr(exc.value).lower() or "aborted" in repr(exc.value).lower()
+
+
+@pytest.mark.ray
+def test_slow_start_then_head_crash_mid_job(sbx, api):
+    from ray.job_submission import JobSubmissionClient
+
+    sbx.set_faults({"clusters": {"crashy": {"slow_start": 3}}})
+    t0 = time.monotonic()
+    create(api, raycluster("crashy", workers=0, memory="1Gi"))
+    eventually(lambda: rc(api, "crashy").get("status", {}).get("state") == "ready", 90, what="crashy to be ready")
+    assert time.monotonic() - t0 >= 3
+    svc = k8s.CoreV1Api(api).read_namespaced_service("crashy-head-svc", NS)
+    port = next(p.port for p in svc.spec.ports if p.name == "dashboard")
+    jobs = JobSubmissionClient(f"http://{svc.spec.cluster_ip}:{port}")
+    job = jobs.submit_job(entrypoint="python -c 'import time; print(\"started\", flush=True); time.sleep(120)'")
+    eventually(lambda: jobs.get_job_status(job).value == "RUNNING", 30, what="the job to run")
+
+    sbx.set_faults({"clusters": {"crashy": {"head_crash_after": 0}}})
+    head = eventually(lambda: next((p for p in pods(api, "crashy") if p.status.container_statuses
+                                    and p.status.container_statuses[0].restart_count == 1), None), 30,
+                      what="the head container to restart")
+    assert head.status.container_statuses[0].last_state.terminated.exit_code == 137
+    # The job died with the head (no GCS fault tolerance): once the head is back, Ray no
+    # longer knows it, and the client's calls fail rather than report a status.
+    eventually(lambda: any(c["type"] == "HeadPodReady" and c["status"] == "True" for c in rc(api, "crashy")["status"]["conditions"])
+               and head.status.container_statuses, 60, what="the head to be ready again")
+    with pytest.raises(Exception):
+        JobSubmissionClient(f"http://{svc.spec.cluster_ip}:{port}").get_job_status(job)
