@@ -90,12 +90,18 @@ def test_api_errors_resets_and_latency_seen_through_the_sdk(box, sbx, sdk_auth, 
     started = time.monotonic()
     v1.list_namespaced_secret(NS)
     assert time.monotonic() - started >= 0.3
-    sbx.set_faults({"api": {"resets": {"count": 5, "path": "/secrets"}}})
+    # Connection resets: urllib3 inside the kubernetes client retries a GET 3 times by itself...
+    sbx.set_faults({"api": {"resets": {"count": 2, "path": "/secrets"}}})
+    v1.list_namespaced_secret(NS, label_selector="after=resets")
+    assert [e["code"] for e in sbx.audit() if e["path"].endswith("/secrets")][-3:] == [0, 0, 200]
+    # ...and a client without retries sees the reset.
+    import urllib3
+
+    sbx.set_faults({"api": {"resets": {"count": 1, "path": "/secrets"}}})
     cfg = sbx.api_client().configuration
     cfg.retries = 0
-    with pytest.raises(Exception) as exc:
+    with pytest.raises(urllib3.exceptions.MaxRetryError, match="Connection reset by peer"):
         k8s.CoreV1Api(k8s.ApiClient(cfg)).list_namespaced_secret(NS)
-    assert "reset" in repr(exc.value).lower() or "aborted" in repr(exc.value).lower()
 
 
 @pytest.mark.ray
@@ -122,5 +128,5 @@ def test_slow_start_then_head_crash_mid_job(sbx, api):
     # longer knows it, and the client's calls fail rather than report a status.
     eventually(lambda: any(c["type"] == "HeadPodReady" and c["status"] == "True" for c in rc(api, "crashy")["status"]["conditions"])
                and head.status.container_statuses, 60, what="the head to be ready again")
-    with pytest.raises(Exception):
+    with pytest.raises(RuntimeError, match="status code 404"):
         JobSubmissionClient(f"http://{svc.spec.cluster_ip}:{port}").get_job_status(job)

@@ -284,8 +284,7 @@ def test_faults_bursts_and_resets(api, admin):
     assert codes == [503, 503, 200]
     api.faults.set({"api": {"resets": {"count": 1, "path": "/version"}}})
     req = urllib.request.Request(api.url + "/version", headers={"Authorization": f"Bearer {api.auth.admin.token}"})
-    with pytest.raises((ConnectionResetError, urllib.error.URLError, Exception)) as exc:
+    with pytest.raises((ConnectionResetError, urllib.error.URLError)):
         urllib.request.urlopen(req, timeout=5)
-    assert "reset" in str(exc.value).lower() or "closed" in str(exc.value).lower() or isinstance(exc.value, ConnectionResetError)
     assert json.loads(urllib.request.urlopen(req, timeout=5).read())["major"] == "1"
     api.faults.clear()
