@@ -45,8 +45,9 @@ def test_third_cluster_is_held_until_quota_frees(box, sbx, sdk_auth):
     assert held["reason"] == "Pending"
     assert held["message"].startswith("couldn't assign flavors to pod set head: insufficient unused quota for cpu in "
                                       "flavor default-flavor, 1 more needed")
-    rc = co.get_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "quota-c")
-    assert rc["spec"]["suspend"] is True and rc["status"]["state"] == "suspended"
+    rc = eventually(lambda: (r := co.get_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "quota-c"))
+                    .get("status", {}).get("state") == "suspended" and r, 10, what="KubeRay to report quota-c suspended")
+    assert rc["spec"]["suspend"] is True
     assert third.status(print_to_console=False)[0] == CodeFlareClusterStatus.SUSPENDED
     cq = co.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", "cluster-queue")["status"]
     assert cq["pendingWorkloads"] == 1 and cq["admittedWorkloads"] == 2
