@@ -86,10 +86,11 @@ class RayNode:
 
     def __init__(self, name: str, ip: str, *, head: bool, num_cpus: float, num_gpus: float,
                  memory: int, root: Path, ports: dict[str, int] | None = None,
-                 gcs_address: str | None = None):
+                 gcs_address: str | None = None, env: dict | None = None):
         self.name, self.ip, self.head = name, ip, head
         self.num_cpus, self.num_gpus, self.memory = num_cpus, num_gpus, memory
         self.gcs_address = gcs_address
+        self.env = dict(env or {})  # the container's env, which Ray's processes (and jobs) inherit
         self.ports = dict(ports or {})
         for flag in NODE_PORT_FLAGS:
             self.ports.setdefault(flag, free_port())
@@ -117,7 +118,7 @@ class RayNode:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=ray_env(), start_new_session=True, cwd=str(self.temp_dir))
+                                     env=ray_env(self.env), start_new_session=True, cwd=str(self.temp_dir))
         log.close()
         # A record `python -m sandbox down` can act on even if the sandbox itself died.
         self.pid_file.write_text(json.dumps({"pgid": self.proc.pid, "temp_dir": str(self.temp_dir)}))

@@ -49,3 +49,7 @@ class JobFailed(KfpRayError):
 
 class JobTimeout(KfpRayError):
     """The Ray job did not finish in time (it has been stopped)."""
+
+
+class Cancelled(KfpRayError):
+    """The task was cancelled (SIGTERM): what it started has been stopped."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 import sys
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from .redact import redact
 

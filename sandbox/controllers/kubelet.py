@@ -41,6 +41,48 @@ def tolerates(pod: dict, taint: dict) -> bool:
     return False
 
 
+class ConfigError(Exception):
+    """The container's env refers to a Secret or ConfigMap (key) that does not exist."""
+
+
+def container_env(store, registry, pod: dict) -> dict[str, str]:
+    """Resolve the Ray container's env and envFrom as the kubelet does."""
+    import base64
+
+    ns = pod["metadata"]["namespace"]
+    container = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+
+    def source(kind: str, name: str, optional: bool) -> dict | None:
+        rt = registry.get("", "secrets" if kind == "secret" else "configmaps")
+        obj = store.find(rt, ns, name)
+        if obj is None:
+            if optional:
+                return None
+            raise ConfigError(f'{kind} "{name}" not found')
+        if kind == "secret":
+            return {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
+        return dict(obj.get("data") or {})
+
+    env: dict[str, str] = {}
+    for ref in container.get("envFrom") or []:
+        for key, kind in (("secretRef", "secret"), ("configMapRef", "configmap")):
+            if key in ref:
+                values = source(kind, ref[key]["name"], ref[key].get("optional", False)) or {}
+                env.update({ref.get("prefix", "") + k: v for k, v in values.items()})
+    for item in container.get("env") or []:
+        if "value" in item:
+            env[item["name"]] = str(item["value"])
+        for key, kind in (("secretKeyRef", "secret"), ("configMapKeyRef", "configmap")):
+            ref = (item.get("valueFrom") or {}).get(key)
+            if ref:
+                values = source(kind, ref["name"], ref.get("optional", False))
+                if values is not None and ref["key"] in values:
+                    env[item["name"]] = values[ref["key"]]
+                elif not ref.get("optional", False):
+                    raise ConfigError(f"couldn't find key {ref['key']} in {kind.capitalize() if kind == 'secret' else 'ConfigMap'} {ns}/{ref['name']}")
+    return env
+
+
 def container_resources(pod: dict) -> tuple[float, float, int]:
     """Logical CPUs, GPUs and memory for `ray start`, as KubeRay derives them from the
     Ray container: limits first, requests otherwise."""
@@ -134,6 +176,16 @@ class Kubelet(Controller):
                 record_event(self.store, self.registry, pod, "Normal", "BackOff", f'Back-off pulling image "{image}"', "kubelet")
                 self._set_status(pod, lambda s: s.update(containerStatuses=[self._container(
                     pod, waiting=("ImagePullBackOff", f'Back-off pulling image "{image}"'))]))
+            return
+        try:
+            container_env(self.store, self.registry, pod)
+        except ConfigError as exc:
+            message = str(exc)
+            waiting = (status.get("containerStatuses") or [{}])[0].get("state", {}).get("waiting", {})
+            if waiting.get("message") != message:
+                record_event(self.store, self.registry, pod, "Warning", "Failed", f"Error: {message}", "kubelet")
+                self._set_status(pod, lambda s: s.update(containerStatuses=[self._container(
+                    pod, waiting=("CreateContainerConfigError", message))]))
             return
         with self.lock:
             rt = self.pods.get(uid)
@@ -237,12 +289,16 @@ class Kubelet(Controller):
         cpu, gpu, mem = container_resources(current)
         svc = self.store.find(self.svc_t, rt.ns, f"{rt.cluster}-head-svc")
         ports = {p["name"]: p["port"] for p in (svc or {}).get("spec", {}).get("ports", [])}
+        try:
+            env = container_env(self.store, self.registry, current)
+        except ConfigError:
+            return None
         if rt.head:
             return RayNode(rt.name, ip, head=True, num_cpus=cpu, num_gpus=gpu, memory=mem, root=self.root,
-                           ports={flag: ports[name] for name, flag in HEAD_PORTS.items() if name in ports})
+                           ports={flag: ports[name] for name, flag in HEAD_PORTS.items() if name in ports}, env=env)
         gcs = f"{svc['spec']['clusterIP']}:{ports['gcs-server']}"
         return RayNode(rt.name, ip, head=False, num_cpus=cpu * fold, num_gpus=gpu * fold, memory=mem * fold,
-                       root=self.root, gcs_address=gcs)
+                       root=self.root, gcs_address=gcs, env=env)
 
     def _restart_workers(self, head: PodRuntime) -> None:
         with self.lock:

@@ -1,0 +1,73 @@
+"""How every kfp-ray component is built: base image, packages, and the runtime library
+embedded reproducibly (same source, same bytes)."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from kfp import dsl
+
+RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
+BASE_IMAGE = "registry.access.redhat.com/ubi9/python-311:latest"
+# What each kind of task installs in the base image (pinned like pyproject.toml).
+KUBE = ["kubernetes==30.1.0"]
+CODEFLARE = ["codeflare-sdk==0.34.0", "kubernetes==30.1.0"]
+RAY_JOBS = ["requests>=2.31,<3", "boto3>=1.34,<2", "kubernetes==30.1.0"]
+
+
+def _normalize(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """No caches, and nothing that differs between machines or checkouts."""
+    if "__pycache__" in info.name.split("/") or info.name.endswith(".pyc"):
+        return None
+    info.mtime = 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.mode = 0o755 if info.isdir() or info.mode & 0o111 else 0o644
+    return info
+
+
+@contextlib.contextmanager
+def reproducible_archives():
+    """kfp tars and gzips embedded_artifact_path with file mtimes, owners and the current
+    time; while building components, make both deterministic."""
+    real_add, real_compress = tarfile.TarFile.add, gzip.compress
+
+    def add(self, name, arcname=None, recursive=True, *, filter=None):  # noqa: A002 - tarfile's name
+        return real_add(self, name, arcname, recursive, filter=_normalize)
+
+    def compress(data, compresslevel=9, *, mtime=None):
+        return real_compress(data, compresslevel, mtime=0)
+
+    tarfile.TarFile.add, gzip.compress = add, compress
+    try:
+        yield
+    finally:
+        tarfile.TarFile.add, gzip.compress = real_add, real_compress
+
+
+def ray_component(packages: list[str], code_dir: str | Path | None = None):
+    """`@dsl.component` for kfp-ray: caching is set per task in pipelines (off for tasks
+    with side effects). `code_dir`, if given, is embedded next to the runtime as `code/`."""
+
+    def wrap(func):
+        embed = RUNTIME_DIR
+        stage = None
+        if code_dir is not None:
+            stage = Path(tempfile.mkdtemp(prefix="kfp-ray-embed-"))
+            shutil.copytree(RUNTIME_DIR / "kfp_ray", stage / "kfp_ray")
+            shutil.copytree(Path(code_dir), stage / "code")
+            embed = stage
+        try:
+            with reproducible_archives():
+                return dsl.component(func, base_image=BASE_IMAGE, packages_to_install=list(packages),
+                                     embedded_artifact_path=str(embed))
+        finally:
+            if stage is not None:
+                shutil.rmtree(stage, ignore_errors=True)
+
+    return wrap

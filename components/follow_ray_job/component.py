@@ -1,0 +1,58 @@
+from typing import NamedTuple
+
+from kfp.dsl import Artifact, Metrics, Output
+
+from components._build import RAY_JOBS, ray_component
+
+
+@ray_component(packages=RAY_JOBS)
+def follow_ray_job(
+    dashboard_url: str,
+    job_id: str,
+    job_log: Output[Artifact],
+    metrics: Output[Metrics],
+    cluster_name: str = "",
+    namespace: str = "",
+    timeout: int = 86400,
+    delete_cluster: bool = True,
+    max_poll_seconds: float = 5.0,
+) -> NamedTuple("FollowOutputs", [("status", str), ("duration_seconds", float)]):
+    """Follow a Ray job to its end, streaming its logs into this task's log.
+
+    Polls with backoff (from 0.2 s up to max_poll_seconds). SUCCEEDED, FAILED and STOPPED
+    are final. At the timeout, or when the run is cancelled (SIGTERM), the job is stopped.
+    A failed job fails this task with the job's error and the end of its log. When
+    delete_cluster is set, the RayCluster is deleted as soon as the job is over, so its
+    quota is released at once. Turn caching off for this task.
+
+    Metrics: the job reports them by printing lines `KFP_RAY_METRICS {"name": number, ...}`;
+    the last value of each name becomes a KFP metric.
+
+    Args:
+        dashboard_url: provision_ray_cluster's dashboard_url output.
+        job_id: submit_ray_job's output.
+        cluster_name: The RayCluster to delete when the job is over (delete_cluster).
+        namespace: Its namespace; empty uses the pipeline's own.
+        timeout: Seconds the job may run before it is stopped.
+        delete_cluster: Delete the RayCluster once the job is over.
+        max_poll_seconds: Longest pause between status checks.
+
+    Returns:
+        job_log: The job's full log.
+        metrics: Metrics reported by the job.
+        status: The job's final status.
+        duration_seconds: How long the job ran.
+    """
+    from collections import namedtuple
+
+    from kfp_ray.tasks import follow
+
+    result = follow(dashboard_url=dashboard_url, job_id=job_id, log_path=job_log.path, cluster_name=cluster_name,
+                    namespace=namespace, timeout=timeout, delete_cluster=delete_cluster,
+                    max_poll_seconds=max_poll_seconds)
+    job_log.metadata.update({"job_id": job_id, "status": result.status})
+    for name, value in sorted(result.metrics.items()):
+        metrics.log_metric(name, value)
+    metrics.log_metric("job_duration_seconds", result.duration_seconds)
+    out = namedtuple("FollowOutputs", ["status", "duration_seconds"])
+    return out(result.status, result.duration_seconds)

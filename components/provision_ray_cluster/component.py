@@ -1,0 +1,84 @@
+from typing import NamedTuple
+
+from components._build import CODEFLARE, ray_component
+
+
+@ray_component(packages=CODEFLARE)
+def provision_ray_cluster(
+    run_id: str,
+    cluster_name: str = "",
+    namespace: str = "",
+    local_queue: str = "",
+    num_workers: int = 1,
+    head_cpu: str = "1",
+    head_memory: str = "4Gi",
+    worker_cpu: str = "1",
+    worker_memory: str = "4Gi",
+    head_cpu_limit: str = "",
+    head_memory_limit: str = "",
+    worker_cpu_limit: str = "",
+    worker_memory_limit: str = "",
+    worker_gpus: int = 0,
+    image: str = "",
+    env: dict = {},
+    data_connection: str = "",
+    tolerations: list = [],
+    node_selector: dict = {},
+    labels: dict = {},
+    admission_timeout: int = 600,
+    startup_timeout: int = 900,
+) -> NamedTuple("ProvisionOutputs", [("cluster_name", str), ("namespace", str), ("dashboard_url", str),
+                                     ("queued_seconds", float), ("starting_seconds", float)]):
+    """Provision a Kueue-queued RayCluster and wait until it is ready.
+
+    Builds the cluster with the CodeFlare SDK, sets the Kueue queue label (even when the
+    pipeline's service account cannot read LocalQueues), labels it with the run, then waits
+    in two phases: queued (Kueue admission) and starting (pods). Pods that cannot start
+    (image pull failure, untolerated taint, missing secret) fail the task at once. On any
+    failure, timeout or cancellation the cluster is deleted. A retried task adopts the
+    cluster it created. Turn caching off for this task.
+
+    Args:
+        run_id: The pipeline run's id (dsl.PIPELINE_JOB_ID_PLACEHOLDER); labels the cluster.
+        cluster_name: RayCluster name; empty derives one from the run id.
+        namespace: Namespace; empty uses the pipeline's own.
+        local_queue: Kueue LocalQueue; empty uses the namespace's default-queue LocalQueue.
+        num_workers: Number of Ray worker pods (0 for a head-only cluster).
+        head_cpu: CPU request of the head, e.g. "1" or "500m".
+        head_memory: Memory request of the head, e.g. "4Gi".
+        worker_cpu: CPU request of each worker.
+        worker_memory: Memory request of each worker.
+        head_cpu_limit: CPU limit of the head; empty means the request.
+        head_memory_limit: Memory limit of the head; empty means the request.
+        worker_cpu_limit: CPU limit of each worker; empty means the request.
+        worker_memory_limit: Memory limit of each worker; empty means the request.
+        worker_gpus: NVIDIA GPUs per worker.
+        image: Ray image; empty uses the RHOAI Ray image (ray 2.52.1, Python 3.11, CUDA).
+        env: Environment variables for every Ray pod.
+        data_connection: Secret of an RHOAI data connection, exposed to Ray pods as env.
+        tolerations: Tolerations for worker pods, e.g. for tainted GPU nodes.
+        node_selector: Node selector for worker pods.
+        labels: Extra labels for the RayCluster.
+        admission_timeout: Seconds to wait for Kueue admission.
+        startup_timeout: Seconds to wait, once admitted, for every pod to be ready.
+
+    Returns:
+        cluster_name: The RayCluster's name.
+        namespace: Its namespace.
+        dashboard_url: Ray dashboard/job API through the head Service (reachable from pipeline pods).
+        queued_seconds: Seconds spent waiting for Kueue.
+        starting_seconds: Seconds from admission to every pod ready.
+    """
+    from collections import namedtuple
+
+    from kfp_ray.tasks import provision
+
+    p = provision(run_id=run_id, cluster_name=cluster_name, namespace=namespace, local_queue=local_queue,
+                  num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,
+                  worker_memory=worker_memory, head_cpu_limit=head_cpu_limit, head_memory_limit=head_memory_limit,
+                  worker_cpu_limit=worker_cpu_limit, worker_memory_limit=worker_memory_limit, worker_gpus=worker_gpus,
+                  image=image, env=env, data_connection=data_connection, tolerations=tolerations,
+                  node_selector=node_selector, labels=labels, admission_timeout=admission_timeout,
+                  startup_timeout=startup_timeout)
+    out = namedtuple("ProvisionOutputs", ["cluster_name", "namespace", "dashboard_url", "queued_seconds", "starting_seconds"])
+    return out(p.name, p.namespace, p.dashboard_url, p.queued_seconds, p.starting_seconds)

@@ -1,0 +1,53 @@
+from pathlib import Path
+
+from components._build import RAY_JOBS, ray_component
+
+
+def submit_ray_job(
+    dashboard_url: str,
+    entrypoint: str,
+    run_id: str,
+    task_name: str = "submit-ray-job",
+    working_dir: str = "",
+    pip: list = [],
+    env_vars: dict = {},
+    metadata: dict = {},
+) -> str:
+    """Submit a Ray job to a RayCluster through its dashboard's Job Submission API.
+
+    The submission id comes from the run and task, so a retried task finds the job it
+    already submitted instead of starting a second one. Turn caching off for this task.
+
+    Args:
+        dashboard_url: provision_ray_cluster's dashboard_url output.
+        entrypoint: The command the job runs, e.g. "python train.py --epochs 5".
+        run_id: The pipeline run's id (dsl.PIPELINE_JOB_ID_PLACEHOLDER).
+        task_name: The task's name (dsl.PIPELINE_TASK_NAME_PLACEHOLDER); part of the submission id.
+        working_dir: The job's code: a directory embedded in this component ("code" for
+            components made by submit_ray_job_with_code), an s3:// URI (prefix or .zip, read
+            with the data connection) or an https:// zip URL. Empty: no code upload.
+        pip: Extra pip requirements installed for the job (Ray runtime_env).
+        env_vars: Environment variables for the job.
+        metadata: Ray job metadata (run id and task are added).
+
+    Returns:
+        The Ray job (submission) id.
+    """
+    import os
+
+    import kfp_ray
+    from kfp_ray.tasks import submit
+
+    embedded_root = os.path.dirname(os.path.dirname(kfp_ray.__file__))
+    return submit(dashboard_url=dashboard_url, entrypoint=entrypoint, run_id=run_id, task=task_name,
+                  working_dir=working_dir, embedded_root=embedded_root, pip=pip, env_vars=env_vars, metadata=metadata)
+
+
+_submit_ray_job = submit_ray_job
+submit_ray_job = ray_component(packages=RAY_JOBS)(_submit_ray_job)
+
+
+def submit_ray_job_with_code(code_dir: str | Path):
+    """A submit_ray_job component with `code_dir` embedded as its `code/` directory: pass
+    working_dir="code" to run it. The job's code then travels inside the compiled YAML."""
+    return ray_component(packages=RAY_JOBS, code_dir=code_dir)(_submit_ray_job)

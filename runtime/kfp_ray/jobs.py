@@ -1,0 +1,270 @@
+"""Ray jobs through the Ray Job Submission REST API of the cluster's dashboard.
+
+Plain HTTP (requests), so the submit/follow tasks need no Ray installation; the same API
+`ray.job_submission.JobSubmissionClient` wraps."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InputError, JobFailed, JobTimeout, KfpRayError
+from .validate import Checker, label_value
+from .wait import Backoff, log, retry
+
+TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+METRICS_PREFIX = "KFP_RAY_METRICS"
+_METRICS_LINE = re.compile(rf"^{METRICS_PREFIX}\s+(\{{.*\}})\s*$")
+EXCLUDE = {"__pycache__", ".git", ".ipynb_checkpoints"}
+
+
+class RayJobsClient:
+    def __init__(self, dashboard_url: str, timeout: float = 30.0):
+        self.url = dashboard_url.rstrip("/")
+        self.timeout = timeout
+        import requests
+
+        self.http = requests.Session()
+
+    def _call(self, method: str, path: str, what: str, ok=(200,), **kwargs):
+        def once():
+            r = self.http.request(method, self.url + path, timeout=self.timeout, **kwargs)
+            if r.status_code >= 500:
+                err = KfpRayError(f"Ray dashboard answered {r.status_code} to {what}: {r.text[:300]}")
+                err.status = 503
+                raise err
+            return r
+        r = retry(once, what)
+        if r.status_code not in ok:
+            raise KfpRayError(f"Ray dashboard answered {r.status_code} to {what}: {r.text[:500]}")
+        return r
+
+    def version(self) -> dict:
+        return self._call("GET", "/api/version", "the version check").json()
+
+    def upload_dir(self, path: Path) -> str:
+        """Zip a directory as Ray does (files at the root) and upload it unless present."""
+        data = zip_dir(path)
+        uri = f"gcs://_ray_pkg_{hashlib.sha256(data).hexdigest()[:32]}.zip"
+        name = uri.split("://", 1)[1]
+        if self._call("GET", f"/api/packages/gcs/{name}", "the package check", ok=(200, 404)).status_code == 404:
+            self._call("PUT", f"/api/packages/gcs/{name}", "the working_dir upload", data=data)
+            log(f"uploaded working_dir {path} ({len(data) / 1024:.0f} KiB) as {uri}")
+        return uri
+
+    def submit(self, entrypoint: str, submission_id: str, runtime_env: dict, metadata: dict) -> tuple[str, bool]:
+        """Submit; a job already submitted under this id (a retried task) is adopted."""
+        body = {"entrypoint": entrypoint, "submission_id": submission_id, "runtime_env": runtime_env, "metadata": metadata}
+        r = self._call("POST", "/api/jobs/", "the job submission", ok=(200, 400), json=body)
+        if r.status_code == 200:
+            return r.json()["submission_id"], False
+        if "already exists" in r.text:
+            self.info(submission_id)
+            return submission_id, True
+        raise KfpRayError(f"Ray rejected the job: {r.text.strip().splitlines()[-1][:500]}")
+
+    def info(self, job_id: str) -> dict:
+        return self._call("GET", f"/api/jobs/{job_id}", f"the status of job {job_id}").json()
+
+    def logs(self, job_id: str) -> str:
+        return self._call("GET", f"/api/jobs/{job_id}/logs", f"the logs of job {job_id}").json().get("logs", "")
+
+    def stop(self, job_id: str) -> bool:
+        r = self._call("POST", f"/api/jobs/{job_id}/stop", f"stopping job {job_id}", ok=(200, 404))
+        return r.status_code == 200 and r.json().get("stopped", False)
+
+
+def zip_dir(path: Path) -> bytes:
+    """A reproducible zip of a directory (sorted, fixed timestamps, no caches)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for file in sorted(p for p in Path(path).rglob("*") if p.is_file()):
+            rel = file.relative_to(path)
+            if EXCLUDE & set(rel.parts) or file.suffix == ".pyc":
+                continue
+            info = zipfile.ZipInfo(rel.as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (0o755 if os.access(file, os.X_OK) else 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, file.read_bytes())
+    return buf.getvalue()
+
+
+def submission_id(run_id: str, task: str) -> str:
+    """One id per run and task: a retried task finds the job it already submitted."""
+    return f"kfp-ray-{label_value(run_id)}-{label_value(task)}"[:120]
+
+
+def parse_metrics(logs: str) -> dict[str, float]:
+    """The metrics contract: a job prints lines `KFP_RAY_METRICS {"name": number, ...}`;
+    the last value of each name wins."""
+    out: dict[str, float] = {}
+    for line in logs.splitlines():
+        m = _METRICS_LINE.match(line.strip())
+        if not m:
+            continue
+        try:
+            values = json.loads(m.group(1))
+        except ValueError:
+            continue
+        for k, v in values.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[str(k)] = float(v)
+    return out
+
+
+def resolve_working_dir(working_dir: str, embedded_root: str | None, jobs: RayJobsClient) -> str | None:
+    """working_dir as Ray takes it: '' none; https://... archive as is; s3://... fetched with
+    the data connection and uploaded; otherwise a directory inside the component's
+    embedded code (or a local path), uploaded."""
+    if not working_dir:
+        return None
+    if working_dir.startswith(("https://", "http://")):
+        return working_dir
+    import tempfile
+
+    if working_dir.startswith("s3://"):
+        from . import s3
+
+        with tempfile.TemporaryDirectory() as tmp:
+            got = s3.download(working_dir, Path(tmp) / "code")
+            if got.is_file() and got.suffix == ".zip":
+                with zipfile.ZipFile(got) as zf:
+                    zf.extractall(Path(tmp) / "unzipped")
+                root = Path(tmp) / "unzipped"
+                entries = list(root.iterdir())
+                got = entries[0] if len(entries) == 1 and entries[0].is_dir() else root
+            elif got.is_file():
+                raise InputError("working_dir", f"{working_dir} is a single file, not a directory or .zip",
+                                 "give an s3:// prefix or a .zip archive")
+            return jobs.upload_dir(got)
+    base = Path(embedded_root) if embedded_root else Path.cwd()
+    path = Path(working_dir) if Path(working_dir).is_absolute() else base / working_dir
+    if not path.is_dir():
+        raise InputError("working_dir", f"{working_dir!r} is not a directory of this component's code",
+                         "give a directory embedded in the component, an s3:// URI or an https:// zip URL")
+    return jobs.upload_dir(path)
+
+
+def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str, working_dir: str = "",
+           embedded_root: str | None = None, pip: list | None = None, env_vars: dict | None = None,
+           metadata: dict | None = None) -> str:
+    c = Checker()
+    c.not_empty("entrypoint", entrypoint, "give the command the job runs, e.g. 'python train.py'")
+    c.not_empty("dashboard_url", dashboard_url, "wire provision_ray_cluster's dashboard_url output")
+    c.not_empty("run_id", run_id, "pass dsl.PIPELINE_JOB_ID_PLACEHOLDER as run_id")
+    c.env("env_vars", env_vars or {})
+    if pip is not None and (not isinstance(pip, list) or not all(isinstance(p, str) and p.strip() for p in pip)):
+        c.fail("pip", f"{pip!r} is not a list of requirement strings", 'give e.g. ["xgboost==2.1.4"]')
+    if dashboard_url and not dashboard_url.startswith(("http://", "https://")):
+        c.fail("dashboard_url", f"{dashboard_url!r} is not an http(s) URL", "wire provision_ray_cluster's dashboard_url output")
+    c.done()
+    jobs = RayJobsClient(dashboard_url)
+    runtime_env: dict = {}
+    wd = resolve_working_dir(working_dir, embedded_root, jobs)
+    if wd:
+        runtime_env["working_dir"] = wd
+    if pip:
+        runtime_env["pip"] = list(pip)
+    from .s3 import PUBLIC_KEYS
+
+    # Where the data is (not the keys: those reach Ray's pods from the data connection secret).
+    env = {k: os.environ[k] for k in PUBLIC_KEYS if os.environ.get(k)}
+    env.update({k: str(v) for k, v in (env_vars or {}).items()})
+    if env:
+        runtime_env["env_vars"] = env
+    meta = {"kfp_run_id": run_id, "kfp_task": task, **{k: str(v) for k, v in (metadata or {}).items()}}
+    job_id, adopted = jobs.submit(entrypoint, submission_id(run_id, task), runtime_env, meta)
+    log(f"{'found already submitted' if adopted else 'submitted'} Ray job {job_id}: {entrypoint}")
+    return job_id
+
+
+@dataclass
+class JobResult:
+    job_id: str
+    status: str
+    message: str
+    duration_seconds: float
+    logs: str
+    metrics: dict = field(default_factory=dict)
+
+
+def follow(dashboard_url: str, job_id: str, timeout: float, max_poll: float = 5.0, echo=print,
+           stop_grace: float = 60.0) -> JobResult:
+    """Follow a job to a terminal state, streaming its new log lines; stop it on timeout
+    and on SIGTERM (a cancelled run). Raises JobFailed/JobTimeout/Cancelled."""
+    from .errors import Cancelled
+    from .redact import redact
+    from .signals import sigterm_raises
+
+    c = Checker()
+    c.not_empty("job_id", job_id, "wire submit_ray_job's output")
+    c.positive_seconds("timeout", timeout)
+    c.done()
+    jobs = RayJobsClient(dashboard_url)
+    started = time.monotonic()
+    shown = 0
+    backoff = Backoff(0.2, 1.5, max_poll)
+
+    def drain() -> str:
+        nonlocal shown
+        text = jobs.logs(job_id)
+        if len(text) > shown:
+            chunk = text[shown:]
+            for line in chunk.splitlines():
+                echo(redact(line))
+            shown = len(text)
+        return text
+
+    def stop_and_wait(reason: str) -> dict:
+        log(f"{reason}: stopping Ray job {job_id}")
+        jobs.stop(job_id)
+        deadline = time.monotonic() + stop_grace
+        info = jobs.info(job_id)
+        while info["status"] not in TERMINAL and time.monotonic() < deadline:
+            time.sleep(0.5)
+            info = jobs.info(job_id)
+        return info
+
+    with sigterm_raises():
+        try:
+            info = jobs.info(job_id)
+            last_status = None
+            while True:
+                if info["status"] != last_status:
+                    log(f"job {job_id}: {info['status']}")
+                    last_status = info["status"]
+                logs = drain()
+                if info["status"] in TERMINAL:
+                    break
+                if time.monotonic() - started > timeout:
+                    info = stop_and_wait(f"timed out after {timeout:.0f}s")
+                    drain()
+                    raise JobTimeout(f"Ray job {job_id} did not finish within {timeout:.0f}s and was stopped "
+                                     f"(now {info['status']}). Fix: raise the follow task's timeout. "
+                                     f"Last log lines:\n{_tail(logs)}")
+                time.sleep(backoff.next())
+                info = jobs.info(job_id)
+        except Cancelled:
+            stop_and_wait("the task was cancelled")
+            raise
+    logs = jobs.logs(job_id)
+    start, end = info.get("start_time"), info.get("end_time")
+    duration = (end - start) / 1000.0 if start and end else time.monotonic() - started
+    result = JobResult(job_id, info["status"], info.get("message") or "", round(duration, 3), redact(logs), parse_metrics(logs))
+    if result.status != "SUCCEEDED":
+        raise JobFailed(f"Ray job {job_id} {result.status}: {redact(result.message)}\n"
+                        f"--- last log lines ---\n{_tail(result.logs)}")
+    return result
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    from .redact import redact
+
+    return redact("\n".join(text.splitlines()[-lines:]))
