@@ -25,6 +25,19 @@ def _plain(value):
     return _artifact(value)
 
 
+def task_outputs(root: str) -> dict:
+    """Each task's executor output (parameters and artifacts), by task name."""
+    from pathlib import Path
+
+    out = {}
+    for f in sorted(Path(root).glob("**/executor_output.json")):
+        try:
+            out[f.parent.name] = json.loads(f.read_text())
+        except ValueError:
+            continue
+    return out
+
+
 def main() -> int:
     spec = json.loads(sys.argv[1])
     # A cancelled local run: let Python unwind so tasks' own SIGTERM handling runs.
@@ -48,6 +61,7 @@ def main() -> int:
         result = {"status": "SUCCESS", "outputs": _plain(dict(outputs))}
     except Exception as exc:  # noqa: BLE001 - reported to the parent
         result = {"status": "FAILURE", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    result["tasks"] = task_outputs(spec["pipeline_root"])
     with open(spec["result"], "w") as fh:
         json.dump(result, fh)
     return 0 if result["status"] == "SUCCESS" else 1

@@ -112,7 +112,7 @@ def resolve_queue(spec: ClusterSpec) -> str:
             if not kube.forbidden(exc):
                 raise
             log(f"cannot verify LocalQueue {spec.local_queue!r} (this service account may not read Kueue objects); "
-                "using it as given")
+                "using it as given: if it does not exist, the cluster waits until admission_timeout")
         return spec.local_queue
     try:
         queues = kube.call(co.list_namespaced_custom_object, "kueue.x-k8s.io", "v1beta1", spec.namespace, "localqueues",
@@ -305,8 +305,8 @@ def wait_admitted(name: str, namespace: str, timeout: float, queue: str) -> floa
         return AdmissionTimeout(
             f"RayCluster {name!r} was not admitted by Kueue within {timeout:.0f}s (LocalQueue {queue!r})"
             + (f": {state['why']}" if state["why"] else "")
-            + ". Fix: raise admission_timeout to wait longer, request fewer resources, or ask for more quota; "
-              "check that the LocalQueue exists")
+            + f". Fix: check that LocalQueue {queue!r} exists (`oc get localqueues -n {namespace}`), raise "
+              "admission_timeout to wait longer, request fewer resources, or ask for more quota")
 
     poll(check, timeout, f"Kueue to admit RayCluster {name}", Backoff(0.25, 1.5, 5.0), on_timeout=timed_out)
     return time.monotonic() - started

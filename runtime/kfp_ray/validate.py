@@ -14,7 +14,7 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 # KubeRay derives names from the cluster's: `<name>-head-svc`, `ray-dashboard-<name>` (Route),
 # the worker group `small-group-<name>` (a label value, 63 at most): 40 leaves room for all.
 MAX_CLUSTER_NAME = 40
-_QUANTITY = re.compile(r"^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
+_QUANTITY = re.compile(r"^([+-]?\d+(\.\d+)?|[+-]?\.\d+)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
 _SUFFIX = {"": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
 

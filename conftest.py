@@ -1,4 +1,4 @@
-"""Shared fixtures. `box` is one sandbox per test session (real Ray heads are what
+"""Shared fixtures (tests/ and components/*/tests). `box` is one sandbox per test session (real Ray heads are what
 costs time); each test leaves it as it found it: no faults, no RayClusters."""
 
 from __future__ import annotations
@@ -48,3 +48,47 @@ def sdk_auth(box):
     yield
     auth.api_client = None
     auth.config_path = None
+
+
+def _kube_identity(monkeypatch, kubeconfig):
+    from kfp_ray import kube
+
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    kube.api_client.cache_clear()
+
+
+@pytest.fixture
+def as_pipeline_runner(box, monkeypatch):
+    """The runtime library's kube access as RHOAI's pipeline-runner service account."""
+    from kfp_ray import kube
+
+    _kube_identity(monkeypatch, box.info["kubeconfig_pipeline_runner"])
+    yield
+    kube.api_client.cache_clear()
+
+
+@pytest.fixture
+def as_admin(box, monkeypatch):
+    """The runtime library's kube access as a user who may read Kueue objects."""
+    from kfp_ray import kube
+
+    _kube_identity(monkeypatch, box.info["kubeconfig"])
+    yield
+    kube.api_client.cache_clear()
+
+
+@pytest.fixture
+def run_local(box, tmp_path):
+    """Run a pipeline or component with kfp.local (isolated env) as pipeline-runner;
+    returns (result, log text)."""
+    import io
+
+    from pipelines import local
+
+    def run(target, arguments, env=None):
+        buf = io.StringIO()
+        result = local.run(target, arguments, env={"KUBECONFIG": box.info["kubeconfig_pipeline_runner"], **(env or {})},
+                           pipeline_root=str(tmp_path / f"root-{len(list(tmp_path.iterdir()))}"), output=buf)
+        return result, buf.getvalue()
+
+    return run

@@ -1,0 +1,152 @@
+"""provision_ray_cluster: its runtime against the sandbox, and the component under kfp.local,
+as RHOAI's pipeline-runner service account."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from kfp_ray import tasks
+from kfp_ray.errors import InputError
+from kubernetes import client as k8s
+
+from tests.helpers import eventually, raycluster
+
+COMPONENT = "components.provision_ray_cluster.component:provision_ray_cluster"
+SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi")
+
+
+def rayclusters(sbx):
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    return {rc["metadata"]["name"]: rc for rc in co.list_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters")["items"]}
+
+
+def creates(sbx):
+    return [e for e in sbx.audit() if e["method"] in ("POST", "PATCH") and e["path"].endswith("/rayclusters") or
+            (e["method"] == "PATCH" and "/rayclusters/" in e["path"])]
+
+
+@pytest.mark.parametrize("inputs,field", [
+    ({"cluster_name": "Not_Valid"}, "cluster_name"),
+    ({"head_cpu": "0"}, "head_cpu"),
+    ({"worker_memory": "4GB"}, "worker_memory"),
+    ({"data_connection": "aws-connection-missing"}, "data_connection"),
+    ({"admission_timeout": 0}, "admission_timeout"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_bad_inputs_fail_before_anything_is_created(box, sbx, as_pipeline_runner, inputs, field):
+    before = len(creates(sbx))
+    with pytest.raises(InputError) as exc:
+        tasks.provision(run_id="bad-inputs", **{**SMALL, "local_queue": "local-queue-test", **inputs})
+    assert exc.value.field == field and "Fix:" in str(exc.value)
+    assert len(creates(sbx)) == before and rayclusters(sbx) == {}
+
+
+def test_unknown_queue_fails_before_creating_where_queues_are_readable(box, sbx, as_admin):
+    """A LocalQueue can only be checked by an identity that may read LocalQueues (RHOAI's
+    pipeline-runner may not: then the cluster waits and admission_timeout ends it)."""
+    with pytest.raises(InputError, match="LocalQueue 'no-such-queue' does not exist") as exc:
+        tasks.provision(run_id="bad-queue", local_queue="no-such-queue", **SMALL)
+    assert exc.value.field == "local_queue" and rayclusters(sbx) == {}
+
+
+def test_default_queue_is_found_where_queues_are_readable(box, sbx, as_admin):
+    from kfp_ray.cluster import ClusterSpec, resolve_queue
+
+    assert resolve_queue(ClusterSpec(name="x", namespace="sandbox", run_id="r")) == "local-queue-test"
+
+
+def test_pipeline_runner_cannot_use_the_default_queue_and_is_told_why(box, sbx, as_pipeline_runner):
+    with pytest.raises(InputError, match="may not list LocalQueues") as exc:
+        tasks.provision(run_id="no-default", **SMALL)
+    assert "set local_queue" in str(exc.value)
+
+
+def test_bad_input_message_reaches_the_task_log(sbx, run_local):
+    result, log = run_local(COMPONENT, {"run_id": "r-bad", "worker_memory": "4GB", "local_queue": "local-queue-test"})
+    assert result["status"] == "FAILURE"
+    assert "worker_memory: '4GB' is not a memory quantity" in log and "Fix: use Kubernetes units" in log
+    assert rayclusters(sbx) == {}
+
+
+def test_admission_timeout_fails_fast_and_deletes_the_cluster(sbx, run_local):
+    sbx.set_faults({"clusters": {"held": {"never_admit": True}}})
+    started = time.monotonic()
+    result, log = run_local(COMPONENT, {"run_id": "r-adm", "cluster_name": "held", "local_queue": "local-queue-test",
+                                        "admission_timeout": 4, **SMALL})
+    assert result["status"] == "FAILURE" and time.monotonic() - started < 60
+    assert "RayCluster 'held' was not admitted by Kueue within 4s (LocalQueue 'local-queue-test')" in log
+    assert "queued: waiting for Kueue admission in LocalQueue local-queue-test" in log
+    assert "deleting RayCluster held" in log and rayclusters(sbx) == {}
+
+
+def test_startup_timeout_fails_with_its_own_message_and_deletes(sbx, run_local):
+    sbx.set_faults({"clusters": {"slow": {"slow_start": 60}}})
+    result, log = run_local(COMPONENT, {"run_id": "r-slow", "cluster_name": "slow", "local_queue": "local-queue-test",
+                                        "startup_timeout": 3, **SMALL})
+    assert result["status"] == "FAILURE"
+    assert "RayCluster 'slow' was admitted but its pods were not ready within 3s" in log
+    assert "ContainerCreating" in log and rayclusters(sbx) == {}
+    assert sbx.processes() == []
+
+
+def test_image_pull_failure_fails_at_once_and_deletes(sbx, run_local):
+    sbx.set_faults({"clusters": {"badimg": {"image_pull": True}}})
+    started = time.monotonic()
+    result, log = run_local(COMPONENT, {"run_id": "r-img", "cluster_name": "badimg", "local_queue": "local-queue-test",
+                                        "image": "quay.io/nowhere/ray:none", "startup_timeout": 300, **SMALL})
+    assert result["status"] == "FAILURE" and time.monotonic() - started < 60
+    assert 'ImagePullBackOff: Back-off pulling image "quay.io/nowhere/ray:none"' in log
+    assert rayclusters(sbx) == {}
+
+
+def test_untolerated_taint_fails_at_once_naming_the_toleration(sbx, run_local):
+    sbx.set_faults({"clusters": {"gpu": {"taint": True}}})
+    result, log = run_local(COMPONENT, {"run_id": "r-taint", "cluster_name": "gpu", "local_queue": "local-queue-test",
+                                        "num_workers": 1, "worker_gpus": 1, "head_memory": "1Gi", "worker_memory": "1Gi"})
+    assert result["status"] == "FAILURE"
+    assert "untolerated taint {nvidia.com/gpu: true}" in log and "add a matching toleration" in log
+    assert rayclusters(sbx) == {}
+
+
+@pytest.mark.ray
+def test_queue_wait_is_reported_then_admitted_when_quota_frees_and_a_retry_adopts(box, sbx, run_local):
+    # Fill the quota with a cluster that is admitted but never starts Ray (its image never pulls).
+    sbx.set_faults({"clusters": {"filler": {"image_pull": True}}})
+    admin = k8s.CustomObjectsApi(sbx.api_client())
+    admin.create_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters",
+                                          raycluster("filler", workers=1, cpu="4", memory="2Gi"))
+    eventually(lambda: rayclusters(sbx)["filler"]["spec"].get("suspend") is False, 10, what="the filler's admission")
+    outcome = {}
+    args = {"run_id": "r-queue", "cluster_name": "waiter", "local_queue": "local-queue-test", "num_workers": 1,
+            "head_cpu": "1", "worker_cpu": "1", "head_memory": "1Gi", "worker_memory": "1Gi", "admission_timeout": 120}
+    t = threading.Thread(target=lambda: outcome.update(zip(("result", "log"), run_local(COMPONENT, args), strict=True)))
+    t.start()
+    eventually(lambda: "waiter" in rayclusters(sbx) and rayclusters(sbx)["waiter"]["spec"].get("suspend"), 60,
+               what="the waiter to be created and queued")
+    time.sleep(3)
+    assert rayclusters(sbx)["waiter"]["spec"]["suspend"] is True  # 8 CPUs used, 2 more asked, quota 9
+    admin.delete_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "filler")
+    t.join(timeout=180)
+    result, log = outcome["result"], outcome["log"]
+    assert result["status"] == "SUCCESS", log
+    assert "queued: waiting for Kueue admission in LocalQueue local-queue-test" in log
+    assert "this service account may not read Kueue objects" in log  # pipeline-runner sees only the suspension
+    out = result["tasks"]["provision-ray-cluster"]["parameterValues"]
+    assert out["cluster_name"] == "waiter" and out["queued_seconds"] >= 3 and out["dashboard_url"].startswith("http://127.")
+    rc = rayclusters(sbx)["waiter"]
+    labels = rc["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "local-queue-test"  # set although pipeline-runner cannot read queues
+    assert labels["kfp-ray.io/run-id"] == "r-queue" and labels["app.kubernetes.io/managed-by"] == "kfp-ray"
+    posts = [e for e in sbx.audit() if e["method"] == "POST" and e["path"].endswith("/rayclusters")
+             and e["user"].endswith("pipeline-runner-dspa")]
+    assert posts[-1]["code"] == 201
+
+    # A retried task of the same run adopts the cluster instead of creating a second one.
+    result2, log2 = run_local(COMPONENT, args)
+    assert result2["status"] == "SUCCESS" and "adopting it" in log2
+    assert list(rayclusters(sbx)) == ["waiter"] and rayclusters(sbx)["waiter"]["metadata"]["uid"] == rc["metadata"]["uid"]
+    # Another run may not take it.
+    result3, log3 = run_local(COMPONENT, {**args, "run_id": "r-other"})
+    assert result3["status"] == "FAILURE" and "belongs to 'r-queue', not to this run" in log3
+    assert rayclusters(sbx)["waiter"]["metadata"]["uid"] == rc["metadata"]["uid"]
