@@ -23,18 +23,24 @@ def box(tmp_path_factory):
 
 @pytest.fixture
 def sbx(box):
-    """A client of the session sandbox; clears faults and deletes leftover RayClusters after."""
-    client = SandboxClient(box.info)
-    client.clear_faults()
-    yield client
-    client.clear_faults()
+    """A client of the session sandbox; clears faults, and deletes the RayClusters the test left."""
     from kubernetes import client as k8s
 
+    client = SandboxClient(box.info)
+    client.clear_faults()
     co = k8s.CustomObjectsApi(client.api_client())
-    for rc in co.list_namespaced_custom_object("ray.io", "v1", client.namespace, "rayclusters")["items"]:
-        co.delete_namespaced_custom_object("ray.io", "v1", client.namespace, "rayclusters", rc["metadata"]["name"])
+
+    def names():
+        return {rc["metadata"]["name"] for rc in co.list_namespaced_custom_object("ray.io", "v1", client.namespace, "rayclusters")["items"]}
+
+    before = names()
+    yield client
+    client.clear_faults()
+    for name in names() - before:
+        co.delete_namespaced_custom_object("ray.io", "v1", client.namespace, "rayclusters", name)
+    keep = {p["cluster"] for p in client.processes()} & before
     deadline = time.monotonic() + 60
-    while client.processes() and time.monotonic() < deadline:
+    while [p for p in client.processes() if p["cluster"] not in keep] and time.monotonic() < deadline:
         time.sleep(0.2)
 
 
@@ -85,10 +91,36 @@ def run_local(box, tmp_path):
 
     from pipelines import local
 
-    def run(target, arguments, env=None):
-        buf = io.StringIO()
+    def run(target, arguments, env=None, output=None, on_start=None):
+        buf = output or io.StringIO()
         result = local.run(target, arguments, env={"KUBECONFIG": box.info["kubeconfig_pipeline_runner"], **(env or {})},
-                           pipeline_root=str(tmp_path / f"root-{len(list(tmp_path.iterdir()))}"), output=buf)
+                           pipeline_root=str(tmp_path / f"root-{len(list(tmp_path.iterdir()))}"), output=buf,
+                           on_start=on_start)
         return result, buf.getvalue()
 
     return run
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(box):
+    """One small real RayCluster for a test module, provisioned by the runtime library
+    (as admin); deleted at the end. Yields kfp_ray.cluster.Provisioned."""
+    from kfp_ray import cluster, kube, tasks
+
+    saved = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = box.info["kubeconfig"]
+    kube.api_client.cache_clear()
+    try:
+        p = tasks.provision(run_id=f"fixture-{os.getpid()}", cluster_name="shared-ray", namespace="sandbox",
+                            local_queue="local-queue-test", num_workers=0, head_cpu="2", head_memory="2Gi",
+                            startup_timeout=120)
+        yield p
+    finally:
+        try:
+            cluster.delete("shared-ray", "sandbox")
+        finally:
+            if saved is None:
+                os.environ.pop("KUBECONFIG", None)
+            else:
+                os.environ["KUBECONFIG"] = saved
+            kube.api_client.cache_clear()

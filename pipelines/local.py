@@ -36,7 +36,7 @@ def isolated_python() -> str:
 
 
 def run(target: str, arguments: dict, env: dict | None = None, pipeline_root: str | None = None,
-        timeout: float = 1800, output=None) -> dict:
+        timeout: float = 1800, output=None, on_start=None) -> dict:
     """Run pipeline `module:attr` (or a compiled YAML file) with kfp.local in the isolated
     env. Streams the run's log to `output` (default stdout); returns the runner's result
     (status, outputs, error)."""
@@ -50,6 +50,8 @@ def run(target: str, arguments: dict, env: dict | None = None, pipeline_root: st
                                 env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         out = output or sys.stdout
+        if on_start is not None:
+            on_start(proc)
         try:
             for line in proc.stdout:
                 out.write(line)

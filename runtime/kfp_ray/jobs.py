@@ -36,6 +36,8 @@ class RayJobsClient:
     def _call(self, method: str, path: str, what: str, ok=(200,), **kwargs):
         def once():
             r = self.http.request(method, self.url + path, timeout=self.timeout, **kwargs)
+            if r.status_code in ok:
+                return r
             if r.status_code >= 500:
                 err = KfpRayError(f"Ray dashboard answered {r.status_code} to {what}: {r.text[:300]}")
                 err.status = 503
@@ -62,13 +64,20 @@ class RayJobsClient:
     def submit(self, entrypoint: str, submission_id: str, runtime_env: dict, metadata: dict) -> tuple[str, bool]:
         """Submit; a job already submitted under this id (a retried task) is adopted."""
         body = {"entrypoint": entrypoint, "submission_id": submission_id, "runtime_env": runtime_env, "metadata": metadata}
-        r = self._call("POST", "/api/jobs/", "the job submission", ok=(200, 400), json=body)
+        # Ray answers a duplicate submission id with an error (500 through its job agent).
+        r = self._call("POST", "/api/jobs/", "the job submission", ok=(200, 400, 500), json=body)
         if r.status_code == 200:
             return r.json()["submission_id"], False
         if "already exists" in r.text:
             self.info(submission_id)
             return submission_id, True
+        if r.status_code >= 500:  # not a duplicate: a real server error, worth the bounded retries
+            return self._retry_submit(body)
         raise KfpRayError(f"Ray rejected the job: {r.text.strip().splitlines()[-1][:500]}")
+
+    def _retry_submit(self, body: dict) -> tuple[str, bool]:
+        r = self._call("POST", "/api/jobs/", "the job submission", json=body)
+        return r.json()["submission_id"], False
 
     def info(self, job_id: str) -> dict:
         return self._call("GET", f"/api/jobs/{job_id}", f"the status of job {job_id}").json()
