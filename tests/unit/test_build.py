@@ -1,0 +1,48 @@
+"""Components embed the runtime library reproducibly: same source, same bytes."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import io
+import os
+import re
+import tarfile
+
+import pytest
+from kfp import compiler
+
+from components._build import RUNTIME_DIR
+
+COMPONENTS = [
+    ("components.provision_ray_cluster.component", "provision_ray_cluster"),
+    ("components.submit_ray_job.component", "submit_ray_job"),
+    ("components.follow_ray_job.component", "follow_ray_job"),
+    ("components.teardown_ray_cluster.component", "teardown_ray_cluster"),
+]
+
+
+def compile_to_text(module, attr, path):
+    import importlib
+
+    compiler.Compiler().compile(getattr(importlib.import_module(module), attr), str(path))
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("module,attr", COMPONENTS, ids=[c[1] for c in COMPONENTS])
+def test_compiling_twice_gives_identical_bytes_with_the_runtime_inside(module, attr, tmp_path):
+    import importlib
+    import sys
+
+    first = compile_to_text(module, attr, tmp_path / "a.yaml")
+    # Touch the runtime (new mtimes, a stray cache) and rebuild the component from scratch.
+    for f in (RUNTIME_DIR / "kfp_ray").glob("*.py"):
+        os.utime(f)
+    sys.modules.pop(module, None)
+    importlib.import_module(module)
+    second = compile_to_text(module, attr, tmp_path / "b.yaml")
+    assert first == second
+    archive = re.search(rb"__KFP_EMBEDDED_ARCHIVE_B64 = '([A-Za-z0-9+/=]+)'", first).group(1)
+    names = tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b64decode(archive)))).getnames()
+    assert "./kfp_ray/cluster.py" in names and "./kfp_ray/jobs.py" in names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
