@@ -18,6 +18,8 @@ BASE_IMAGE = "registry.access.redhat.com/ubi9/python-311:latest"
 KUBE = ["kubernetes==30.1.0"]
 CODEFLARE = ["codeflare-sdk==0.34.0", "kubernetes==30.1.0"]
 RAY_JOBS = ["requests>=2.31,<3", "boto3>=1.34,<2", "kubernetes==30.1.0"]
+S3 = ["boto3>=1.34,<2"]
+DATA = ["boto3>=1.34,<2", "numpy>=1.26", "scikit-learn==1.9.1"]
 
 
 def _normalize(info: tarfile.TarInfo) -> tarfile.TarInfo | None:

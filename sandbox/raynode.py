@@ -46,6 +46,27 @@ def ray_env(extra: dict | None = None) -> dict:
     return env
 
 
+_PRIVATE_MOUNTS: bool | None = None
+
+
+def private_mounts_available() -> bool:
+    """Whether this process may make private mount namespaces (root, unshare present)."""
+    global _PRIVATE_MOUNTS
+    if _PRIVATE_MOUNTS is None:
+        try:
+            _PRIVATE_MOUNTS = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                                             capture_output=True, timeout=10).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _PRIVATE_MOUNTS = False
+        if not _PRIVATE_MOUNTS:
+            import logging
+
+            logging.getLogger("sandbox").warning(
+                "cannot make private mount namespaces: Ray worker nodes share the head's temp dir "
+                "(jobs with a working_dir on multi-node clusters may lose their files)")
+    return _PRIVATE_MOUNTS
+
+
 def descendants(pid: int) -> list[int]:
     """All live descendants of pid, from /proc (children may have left the group)."""
     children: dict[int, list[int]] = {}
@@ -86,11 +107,16 @@ class RayNode:
 
     def __init__(self, name: str, ip: str, *, head: bool, num_cpus: float, num_gpus: float,
                  memory: int, root: Path, ports: dict[str, int] | None = None,
-                 gcs_address: str | None = None, env: dict | None = None):
+                 gcs_address: str | None = None, env: dict | None = None, head_temp_dir: Path | None = None):
         self.name, self.ip, self.head = name, ip, head
         self.num_cpus, self.num_gpus, self.memory = num_cpus, num_gpus, memory
         self.gcs_address = gcs_address
         self.env = dict(env or {})  # the container's env, which Ray's processes (and jobs) inherit
+        # Ray worker nodes use the head's temp dir path. In Kubernetes each pod has its own
+        # filesystem there; here a worker sharing the head's directory would garbage-collect
+        # the head's job working_dir files. So a worker runs in a private mount namespace
+        # where the head's path is its own directory (needs root; else it shares, and says so).
+        self.head_temp_dir = head_temp_dir
         self.ports = dict(ports or {})
         for flag in NODE_PORT_FLAGS:
             self.ports.setdefault(flag, free_port())
@@ -112,6 +138,10 @@ class RayNode:
         else:
             cmd.append(f"--address={self.gcs_address}")
         cmd += [f"--{k}={v}" for k, v in sorted(self.ports.items())]
+        if self.head_temp_dir is not None and private_mounts_available():
+            cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                   'mkdir -p "$1" && mount --bind "$2" "$1" && shift 2 && exec "$@"', "sh",
+                   str(self.head_temp_dir), str(self.temp_dir), *cmd]
         return cmd
 
     def start(self) -> None:

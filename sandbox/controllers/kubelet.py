@@ -297,8 +297,10 @@ class Kubelet(Controller):
             return RayNode(rt.name, ip, head=True, num_cpus=cpu, num_gpus=gpu, memory=mem, root=self.root,
                            ports={flag: ports[name] for name, flag in HEAD_PORTS.items() if name in ports}, env=env)
         gcs = f"{svc['spec']['clusterIP']}:{ports['gcs-server']}"
+        head = self._head_runtime(rt)
         return RayNode(rt.name, ip, head=False, num_cpus=cpu * fold, num_gpus=gpu * fold, memory=mem * fold,
-                       root=self.root, gcs_address=gcs, env=env)
+                       root=self.root, gcs_address=gcs, env=env,
+                       head_temp_dir=head.node.temp_dir if head is not None and head.node is not None else None)
 
     def _restart_workers(self, head: PodRuntime) -> None:
         with self.lock:

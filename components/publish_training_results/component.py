@@ -1,0 +1,42 @@
+from kfp.dsl import ClassificationMetrics, Markdown, Metrics, Model, Output
+
+from components._build import S3, ray_component
+
+
+@ray_component(packages=S3)
+def publish_training_results(
+    output_uri: str,
+    run_id: str,
+    model: Output[Model],
+    metrics: Output[Metrics],
+    confusion_matrix: Output[ClassificationMetrics],
+    report: Output[Markdown],
+):
+    """Publish a Ray training job's results to the RHOAI UI.
+
+    Reads results.json that the job wrote to output_uri (see pipelines/jobs/README.md) and
+    outputs: the model (a copy, with its S3 location in metadata `s3_uri`), the metrics
+    (accuracy, loss, training time, best trial...), a confusion matrix, and a Markdown
+    report with links to model, checkpoints and trial table in S3. Mount the data
+    connection secret as env (kfp-kubernetes use_secret_as_env).
+
+    Args:
+        output_uri: The run's s3:// output folder (stage_dataset's output_uri).
+        run_id: The pipeline run's id, for the report's title.
+    """
+    from kfp_ray import results as res
+
+    results_uri = output_uri.rstrip("/") + "/results.json"
+    data = res.load(results_uri)
+    with open(model.path, "wb") as fh:
+        fh.write(res.fetch(data["model_uri"]))
+    model.metadata.update({"s3_uri": data["model_uri"], "framework": data.get("framework", ""),
+                           "format": data.get("model_format", ""), "results_uri": results_uri})
+    for name, value in sorted(data.get("metrics", {}).items()):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            metrics.log_metric(name, float(value))
+    cm = data.get("confusion_matrix")
+    if cm:
+        confusion_matrix.log_confusion_matrix(cm["labels"], cm["matrix"])
+    with open(report.path, "w") as fh:
+        fh.write(res.markdown(data, results_uri, run_id))

@@ -1,0 +1,45 @@
+"""Seed demo 1: a Ray Train data-parallel TorchTrainer over N workers (CPU here, GPU-ready on
+the cluster), data staged in S3, checkpoints through Ray Train storage on S3, final model,
+metrics, confusion matrix and report."""
+
+from pathlib import Path
+
+from kfp import dsl
+
+from components.submit_ray_job.component import submit_ray_job_with_code
+from pipelines.common import train_on_ray
+
+JOBS = Path(__file__).resolve().parent.parent / "jobs"
+submit_with_jobs = submit_ray_job_with_code(JOBS)
+
+
+@dsl.pipeline(name="fashion-mnist", description="Ray Train (TorchTrainer) data-parallel classifier on a Kueue-queued "
+              "RayCluster; data and checkpoints in S3. dataset=fashion_mnist on a cluster, digits offline.")
+def fashion_mnist(
+    dataset: str = "digits",
+    epochs: int = 15,
+    training_workers: int = 2,
+    use_gpu: bool = False,
+    data_connection: str = "aws-connection-minio",
+    s3_prefix: str = "",
+    local_queue: str = "local-queue-test",
+    image: str = "",
+    num_workers: int = 2,
+    head_cpu: str = "1",
+    head_memory: str = "2Gi",
+    worker_cpu: str = "1",
+    worker_memory: str = "2Gi",
+    worker_gpus: int = 0,
+    admission_timeout: int = 600,
+    startup_timeout: int = 900,
+    job_timeout: int = 3600,
+):
+    train_on_ray(
+        submit=submit_with_jobs, working_dir="code",
+        entrypoint=f"python fashion_mnist_train.py --workers {training_workers} --epochs {epochs} --use-gpu {use_gpu}",
+        dataset=dataset, data_connection=data_connection, s3_prefix=s3_prefix, local_queue=local_queue,
+        image=image, num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,
+        worker_memory=worker_memory, worker_gpus=worker_gpus,
+        # Tolerate GPU nodes' taint (harmless where there is none).
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        admission_timeout=admission_timeout, startup_timeout=startup_timeout, job_timeout=job_timeout)

@@ -1,0 +1,37 @@
+"""The generic Ray training pipeline: your entrypoint and code (S3 or https archive) on a
+Kueue-queued RayCluster, with data/output folders in S3 and the results published."""
+
+from kfp import dsl
+
+from components.submit_ray_job.component import submit_ray_job
+from pipelines.common import train_on_ray
+
+
+@dsl.pipeline(name="ray-training", description="Run a Ray training job (your code from S3 or an https zip) on a "
+              "Kueue-queued RayCluster; the job writes results.json to $KFP_RAY_OUTPUT for the UI.")
+def ray_training(
+    entrypoint: str,
+    working_dir: str = "",
+    dataset: str = "",
+    pip: list = [],
+    data_connection: str = "aws-connection-minio",
+    s3_prefix: str = "",
+    local_queue: str = "local-queue-test",
+    image: str = "",
+    num_workers: int = 1,
+    head_cpu: str = "1",
+    head_memory: str = "4Gi",
+    worker_cpu: str = "1",
+    worker_memory: str = "4Gi",
+    worker_gpus: int = 0,
+    admission_timeout: int = 600,
+    startup_timeout: int = 900,
+    job_timeout: int = 86400,
+):
+    train_on_ray(
+        submit=submit_ray_job, working_dir=working_dir, entrypoint=entrypoint, dataset=dataset,
+        data_connection=data_connection, s3_prefix=s3_prefix, local_queue=local_queue, image=image,
+        num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,
+        worker_memory=worker_memory, worker_gpus=worker_gpus,
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        admission_timeout=admission_timeout, startup_timeout=startup_timeout, job_timeout=job_timeout, pip=pip)

@@ -1,0 +1,23 @@
+"""The pipelines kfp-ray ships: name -> (import path, compiled file)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPILED = ROOT / "compiled"
+PIPELINES = {
+    "ray_training": "pipelines.ray_training.pipeline:ray_training",
+    "fashion_mnist": "pipelines.fashion_mnist.pipeline:fashion_mnist",
+    "xgboost_tune": "pipelines.xgboost_tune.pipeline:xgboost_tune",
+}
+
+
+def load(name: str):
+    module, attr = PIPELINES[name].split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def compiled_path(name: str) -> Path:
+    return COMPILED / f"{name}.yaml"

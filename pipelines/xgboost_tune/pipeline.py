@@ -1,0 +1,40 @@
+"""Seed demo 3: Ray Tune over XGBoost hyperparameters, several concurrent trials in one
+Kueue-admitted RayCluster, breast-cancer data from S3, best model and trial table to S3."""
+
+from pathlib import Path
+
+from kfp import dsl
+
+from components.submit_ray_job.component import submit_ray_job_with_code
+from pipelines.common import train_on_ray
+
+JOBS = Path(__file__).resolve().parent.parent / "jobs"
+submit_with_jobs = submit_ray_job_with_code(JOBS)
+
+
+@dsl.pipeline(name="xgboost-tune", description="Ray Tune over XGBoost hyperparameters on a Kueue-queued RayCluster "
+              "(breast cancer data from S3; best model, trial table, metrics and report).")
+def xgboost_tune(
+    samples: int = 6,
+    concurrent_trials: int = 3,
+    boosting_rounds: int = 60,
+    data_connection: str = "aws-connection-minio",
+    s3_prefix: str = "",
+    local_queue: str = "local-queue-test",
+    image: str = "",
+    num_workers: int = 1,
+    head_cpu: str = "1",
+    head_memory: str = "2Gi",
+    worker_cpu: str = "2",
+    worker_memory: str = "2Gi",
+    admission_timeout: int = 600,
+    startup_timeout: int = 900,
+    job_timeout: int = 3600,
+):
+    train_on_ray(
+        submit=submit_with_jobs, working_dir="code",
+        entrypoint=f"python xgboost_tune.py --samples {samples} --concurrent {concurrent_trials} --rounds {boosting_rounds}",
+        dataset="breast_cancer", data_connection=data_connection, s3_prefix=s3_prefix, local_queue=local_queue,
+        image=image, num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,
+        worker_memory=worker_memory, worker_gpus=0, tolerations=[], admission_timeout=admission_timeout,
+        startup_timeout=startup_timeout, job_timeout=job_timeout)
