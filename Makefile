@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m sandbox.demo
+	$(BIN)/python -m pipelines run xgboost_tune --local
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,0 +1,106 @@
+"""What `python -m pipelines run --local` shows: a live view of the run, then a summary."""
+
+from __future__ import annotations
+
+import re
+
+LIFETIME = re.compile(r"deleted RayCluster (\S+) \(lived (\d+)s\)")
+TASK_STATUS = re.compile(r"Task .*?'([\w-]+)'.*? finished with status .*?(SUCCESS|FAILURE)")
+# kfp.local's executor boilerplate (the executor_input JSON and its own log lines).
+NOISE = re.compile(r'^\s*(\[KFP Executor|[{}\[\]],?$|"[^"]*":|\]|\},?$)')
+
+
+class LiveView:
+    """A file-like sink for the run's log: keeps everything, prints the useful part."""
+
+    def __init__(self, out, verbose: bool = False, secrets=()):
+        self.out, self.verbose = out, verbose
+        self.secrets = [s for s in secrets if s and len(s) >= 8]
+        self._lines: list[str] = []
+        self._partial = ""
+
+    def _clean(self, line: str) -> str:
+        for s in self.secrets:
+            line = line.replace(s, "[REDACTED]")
+        return line
+
+    def write(self, text: str) -> int:
+        self._partial += text
+        *lines, self._partial = self._partial.split("\n")
+        for line in lines:
+            line = self._clean(line)
+            self._lines.append(line)
+            if self.verbose or (line.strip() and not NOISE.match(line)):
+                self.out.write(line + "\n")
+        self.out.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def text(self) -> str:
+        return "\n".join(self._lines + [self._partial])
+
+
+def build(result: dict, log: str, client) -> dict:
+    tasks = result.get("tasks", {})
+
+    def artifact(task, name):
+        arts = ((tasks.get(task) or {}).get("artifacts") or {}).get(name, {}).get("artifacts") or [{}]
+        return arts[0]
+
+    provision = (tasks.get("provision-ray-cluster") or {}).get("parameterValues", {})
+    stage = (tasks.get("stage-dataset") or {}).get("parameterValues", {})
+    metrics = artifact("publish-training-results", "metrics").get("metadata") or \
+        artifact("follow-ray-job", "metrics").get("metadata") or {}
+    model = artifact("publish-training-results", "model")
+    lifetimes = {m.group(1): int(m.group(2)) for m in LIFETIME.finditer(log)}
+    stored = []
+    output_uri = stage.get("output_uri", "")
+    if output_uri:
+        try:
+            bucket, _, prefix = output_uri[len("s3://"):].partition("/")
+            pages = client.s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
+            stored = [o["Key"] for p in pages for o in p.get("Contents", [])]
+        except Exception:  # noqa: BLE001 - the summary is best effort
+            stored = []
+    return {
+        "status": result.get("status"),
+        "error": result.get("error", ""),
+        "tasks": {m.group(1): m.group(2) for m in TASK_STATUS.finditer(log)},
+        "metrics": metrics,
+        "model": (model.get("metadata") or {}).get("s3_uri", ""),
+        "results": (model.get("metadata") or {}).get("results_uri", ""),
+        "report": artifact("publish-training-results", "report").get("uri", ""),
+        "job_log": artifact("follow-ray-job", "job_log").get("uri", ""),
+        "cluster": provision.get("cluster_name", ""),
+        "queued_seconds": provision.get("queued_seconds"),
+        "starting_seconds": provision.get("starting_seconds"),
+        "lifetime_seconds": next(iter(lifetimes.values()), None),
+        "output_uri": output_uri,
+        "stored": {"objects": len(stored),
+                   "checkpoints": sum(1 for k in stored if "/checkpoint_" in k),
+                   "model": any("/model/" in k for k in stored)},
+    }
+
+
+def render(name: str, r: dict, seconds: float) -> str:
+    lines = ["", "=" * 72, f"{name}: {r['status']}  ({seconds:.0f}s)"]
+    if r["error"]:
+        lines.append(f"error: {r['error']}")
+    if r["tasks"]:
+        lines.append("tasks: " + ", ".join(f"{t} {s}" for t, s in r["tasks"].items()))
+    if r["cluster"]:
+        lines.append(f"RayCluster {r['cluster']}: queued {r['queued_seconds']}s, starting {r['starting_seconds']}s, "
+                     f"lifetime {r['lifetime_seconds']}s")
+    if r["metrics"]:
+        lines.append("metrics: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                             for k, v in sorted(r["metrics"].items())))
+    for key in ("model", "results", "output_uri", "report", "job_log"):
+        if r[key]:
+            lines.append(f"{key}: {r[key]}")
+    if r["stored"]["objects"]:
+        lines.append(f"in S3 under {r['output_uri']}: {r['stored']['objects']} objects, "
+                     f"{r['stored']['checkpoints']} checkpoint files, model {'yes' if r['stored']['model'] else 'no'}")
+    lines.append("=" * 72)
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""compiled/*.yaml: importable, reproducible, fresh, and safe to share."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from kfp import components, dsl
+
+from pipelines import compile as comp
+from pipelines import registry
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER_TASKS = ("provision-ray-cluster", "submit-ray-job", "follow-ray-job", "teardown-ray-cluster")
+
+
+def docs(name):
+    return list(yaml.safe_load_all(registry.compiled_path(name).read_text()))
+
+
+@pytest.mark.parametrize("name", list(registry.PIPELINES))
+def test_compiled_yaml_loads_with_exit_handler_no_caching_and_the_data_connection(name):
+    assert components.load_component_from_file(str(registry.compiled_path(name))) is not None
+    spec, platform = docs(name)
+    dag = spec["root"]["dag"]["tasks"]
+    exit_tasks = [t for t, body in dag.items() if body.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"]
+    assert exit_tasks == ["teardown-ray-cluster"]
+    handler = next(body for t, body in dag.items() if t.startswith("exit-handler"))
+    inner = spec["components"][handler["componentRef"]["name"]]["dag"]["tasks"]
+    for task in CLUSTER_TASKS:
+        body = inner.get(task) or dag.get(task)
+        assert body["cachingOptions"] == {}, f"{task} must not be cached"
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    secret_users = {k for k, v in executors.items() if "secretAsEnv" in v}
+    assert {"exec-stage-dataset", "exec-submit-ray-job", "exec-publish-training-results"} <= secret_users
+    mount = executors["exec-stage-dataset"]["secretAsEnv"][0]
+    assert mount["secretNameParameter"]["componentInputParameter"].endswith("data_connection")  # the pipeline parameter
+    assert {m["envVar"] for m in mount["keyToEnv"]} >= {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT"}
+
+
+def test_compile_check_passes_on_main():
+    run = subprocess.run([sys.executable, "-m", "pipelines", "compile", "--check"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+
+
+def test_compile_check_fails_after_an_edit_of_a_pipeline():
+    # The same source with one edit (its description), as after changing pipeline.py.
+    edited = dsl.pipeline(name="xgboost-tune", description="edited")(registry.load("xgboost_tune").pipeline_func)
+
+    def loader(name):
+        return edited if name == "xgboost_tune" else registry.load(name)
+
+    assert comp.stale(loader=loader) == ["xgboost_tune"]
+
+
+def test_recompiling_gives_the_same_bytes(tmp_path):
+    comp.compile_all(tmp_path, names=["ray_training"])
+    assert (tmp_path / "ray_training.yaml").read_bytes() == registry.compiled_path("ray_training").read_bytes()
+
+
+def test_no_secret_value_ends_up_in_compiled_yaml(box, sbx, tmp_path, monkeypatch):
+    """Compile with a live data connection in the environment: none of it may leak in."""
+    secrets = sbx.data_connection()
+    for k, v in secrets.items():
+        monkeypatch.setenv(k, v)
+    comp.compile_all(tmp_path)
+    text = "".join(p.read_text() for p in tmp_path.glob("*.yaml"))
+    tokens = [yaml.safe_load(Path(box.info[k]).read_text())["users"][0]["user"]["token"]
+              for k in ("kubeconfig", "kubeconfig_pipeline_runner")]
+    assert [k for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if secrets[k] in text] == []
+    assert [t for t in tokens if t in text] == []
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] not in text
