@@ -38,10 +38,14 @@ def task_outputs(root: str) -> dict:
     return out
 
 
+def _interrupt(signum, frame):
+    """A cancelled local run: unwind, so kfp.local stops its running task."""
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     spec = json.loads(sys.argv[1])
-    # A cancelled local run: let Python unwind so tasks' own SIGTERM handling runs.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupt)
     from kfp import local
 
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=spec["pipeline_root"],

@@ -6,7 +6,6 @@ returns plain values for the component's outputs."""
 from __future__ import annotations
 
 import contextlib
-import json
 
 from . import cluster, jobs, kube
 from .validate import sanitize_name
@@ -78,7 +77,3 @@ def teardown(run_id: str, namespace: str = "", cluster_name: str = "", timeout: 
         return 0.0
     lifetimes = [cluster.delete(name, ns, timeout) or 0.0 for name in sorted(names)]
     return round(max(lifetimes), 2)
-
-
-def metrics_json(metrics: dict) -> str:
-    return json.dumps(metrics, sort_keys=True)
