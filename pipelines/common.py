@@ -4,15 +4,20 @@ cluster down in an exit handler whatever happens."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kfp import dsl, kubernetes
 
 from components.follow_ray_job.component import follow_ray_job
 from components.provision_ray_cluster.component import provision_ray_cluster
 from components.publish_training_results.component import publish_training_results
 from components.stage_dataset.component import stage_dataset
+from components.submit_ray_job.component import submit_ray_job_with_code
 from components.teardown_ray_cluster.component import teardown_ray_cluster
 
 RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER
+# The demo jobs' code (pipelines/jobs), embedded in the submit task as `code/`.
+submit_with_jobs = submit_ray_job_with_code(Path(__file__).resolve().parent / "jobs")
 # The data connection secret's keys, as RHOAI writes them, mounted as the same env names.
 DATA_CONNECTION_KEYS = {k: k for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT",
                                        "AWS_S3_BUCKET", "AWS_DEFAULT_REGION")}

@@ -2,15 +2,9 @@
 the cluster), data staged in S3, checkpoints through Ray Train storage on S3, final model,
 metrics, confusion matrix and report."""
 
-from pathlib import Path
-
 from kfp import dsl
 
-from components.submit_ray_job.component import submit_ray_job_with_code
-from pipelines.common import train_on_ray
-
-JOBS = Path(__file__).resolve().parent.parent / "jobs"
-submit_with_jobs = submit_ray_job_with_code(JOBS)
+from pipelines.common import submit_with_jobs, train_on_ray
 
 
 @dsl.pipeline(name="fashion-mnist", description="Ray Train (TorchTrainer) data-parallel classifier on a Kueue-queued "

@@ -1,15 +1,9 @@
 """Seed demo 3: Ray Tune over XGBoost hyperparameters, several concurrent trials in one
 Kueue-admitted RayCluster, breast-cancer data from S3, best model and trial table to S3."""
 
-from pathlib import Path
-
 from kfp import dsl
 
-from components.submit_ray_job.component import submit_ray_job_with_code
-from pipelines.common import train_on_ray
-
-JOBS = Path(__file__).resolve().parent.parent / "jobs"
-submit_with_jobs = submit_ray_job_with_code(JOBS)
+from pipelines.common import submit_with_jobs, train_on_ray
 
 
 @dsl.pipeline(name="xgboost-tune", description="Ray Tune over XGBoost hyperparameters on a Kueue-queued RayCluster "
