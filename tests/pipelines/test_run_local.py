@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import registry
-
 pytestmark = pytest.mark.ray
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,21 +52,20 @@ def test_fashion_mnist_ray_train_through_the_cli():
     assert re.search(r"[1-9]\d* checkpoint files, model yes", run.stdout)
 
 
-def test_generic_ray_training_with_code_from_s3(box, sbx, run_local):
-    s3 = sbx.s3()
-    jobs = ROOT / "pipelines" / "jobs"
-    for f in sorted(jobs.glob("*.py")):
-        s3.put_object(Bucket="kfp-ray", Key=f"code/jobs/{f.name}", Body=f.read_bytes())
-    result, log = run_local(str(registry.compiled_path("ray_training")),
-                            {"entrypoint": "python xgboost_tune.py --samples 2 --concurrent 2 --rounds 30",
-                             "working_dir": "s3://kfp-ray/code/jobs/", "dataset": "breast_cancer", "num_workers": 1,
-                             "head_memory": "2Gi", "worker_memory": "2Gi", "worker_cpu": "2"},
-                            env=sbx.data_connection())
-    assert result["status"] == "SUCCESS", log[-4000:]
-    metrics = result["tasks"]["publish-training-results"]["artifacts"]["metrics"]["artifacts"][0]["metadata"]
-    assert metrics["accuracy"] > 0.85
-    cm = result["tasks"]["publish-training-results"]["artifacts"]["confusion_matrix"]["artifacts"][0]["metadata"]
-    assert cm["confusionMatrix"]["annotationSpecs"] == [{"displayName": "malignant"}, {"displayName": "benign"}]
-    model = result["tasks"]["publish-training-results"]["artifacts"]["model"]["artifacts"][0]
-    assert model["metadata"]["s3_uri"].endswith("/model/model.json")
-    assert json.loads(Path(model["uri"]).read_text())  # the model itself, copied into the artifact
+def test_generic_ray_training_through_the_cli(tmp_path):
+    """The generic pipeline with your code: here a local directory (the task runs on this
+    machine); on a cluster an s3:// prefix or an https zip (see the submit_ray_job tests)."""
+    run = run_cli("ray_training", "entrypoint=python xgboost_tune.py --samples 2 --concurrent 2 --rounds 30",
+                  f"working_dir={ROOT / 'pipelines' / 'jobs'}", "dataset=breast_cancer", "head_memory=2Gi",
+                  "worker_memory=2Gi", "worker_cpu=2", keep=tmp_path / "out")
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    out = run.stdout
+    assert summary_metrics(out)["accuracy"] > 0.85
+    assert re.search(r"model: s3://kfp-ray/runs/\S+/model/model.json", out)
+    assert re.search(r"results: s3://kfp-ray/runs/\S+/results.json", out)
+    outputs = tmp_path / "out"
+    cm = json.loads(next(outputs.glob("**/publish-training-results/executor_output.json")).read_text())
+    matrix = cm["artifacts"]["confusion_matrix"]["artifacts"][0]["metadata"]["confusionMatrix"]
+    assert [a["displayName"] for a in matrix["annotationSpecs"]] == ["malignant", "benign"]
+    model = next(outputs.glob("**/publish-training-results/model"))
+    assert json.loads(model.read_text())  # the model itself, copied into the artifact
