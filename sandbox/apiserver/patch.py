@@ -93,10 +93,8 @@ def strategic_merge_patch(target, patch):
     return merge_patch(target, patch)
 
 
-def apply_patch(existing: dict | None, applied: dict, manager: str) -> dict:
+def apply_patch(existing: dict | None, applied: dict) -> dict:
     """Server-side apply, approximated: the applied configuration is merged over the live
-    object (lists replaced). Field ownership and conflicts are not tracked; a managedFields
-    entry records the manager."""
-    base = copy.deepcopy(existing) if existing else {}
-    merged = merge_patch(base, applied)
-    return merged
+    object (lists replaced). Field ownership and conflicts are not tracked (the caller
+    records the manager in managedFields)."""
+    return merge_patch(copy.deepcopy(existing) if existing else {}, applied)

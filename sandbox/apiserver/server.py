@@ -428,7 +428,7 @@ class _Handler(BaseHTTPRequestHandler):
                     _managed(body, manager, "Apply", rt.api_version)
                     self._send(201, store.create(rt, body), headers=_warning_headers(warnings))
                     return
-                new = patch.apply_patch(current, body, manager)
+                new = patch.apply_patch(current, body)
                 _managed(new, manager, "Apply", rt.api_version)
             else:
                 if current is None:
