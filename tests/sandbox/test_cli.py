@@ -69,3 +69,22 @@ def test_up_status_down_leaves_no_process_port_or_dir(tmp_path):
     assert not port_open(info["api"]) and not port_open(info["s3_endpoint"])
     assert not state.exists()
     assert cli("status", state_dir=state).returncode == 1
+
+
+def test_in_process_sandbox_teardown_leaves_nothing(tmp_path):
+    """What the test fixtures use: Sandbox.stop() ends every Ray process, port and temp dir."""
+    from sandbox import Sandbox
+
+    box = Sandbox()  # its own temp state dir
+    info = box.start()
+    try:
+        client = SandboxClient(info)
+        k8s.CustomObjectsApi(client.api_client()).create_namespaced_custom_object(
+            "ray.io", "v1", "sandbox", "rayclusters", raycluster("fixture-demo", workers=0, memory="1Gi"))
+        procs = eventually(lambda: client.processes(), 60, what="the head's Ray processes")
+    finally:
+        box.stop()
+    assert [p for proc in procs for p in proc["pids"] if alive(p)] == []
+    assert [proc["temp_dir"] for proc in procs if os.path.exists(proc["temp_dir"])] == []
+    assert not port_open(info["api"]) and not port_open(info["s3_endpoint"])
+    assert not os.path.exists(info["state_dir"])
