@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from .core import INFO_FILE
+from .raynode import pid_alive
 
 UP_TIMEOUT = 60.0
 DOWN_TIMEOUT = 90.0
@@ -30,26 +31,12 @@ def default_state_dir() -> Path:
     return Path(os.environ.get("KFP_RAY_SANDBOX_DIR") or f"/tmp/kfp-ray-sandbox-{os.getuid()}")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def read_info(state_dir: Path) -> dict | None:
     try:
         info = json.loads((state_dir / INFO_FILE).read_text())
     except (OSError, ValueError):
         return None
-    return info if _alive(info.get("pid", -1)) else None
+    return info if pid_alive(info.get("pid", -1)) else None
 
 
 def _print_info(info: dict, as_json: bool) -> None:
@@ -102,12 +89,12 @@ def down(state_dir: Path) -> int:
     except (OSError, ValueError):
         info = None
     pid = (info or {}).get("pid")
-    if pid and _alive(pid):
+    if pid and pid_alive(pid):
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + DOWN_TIMEOUT
-        while _alive(pid) and time.monotonic() < deadline:
+        while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if _alive(pid):
+        if pid_alive(pid):
             print(f"sandbox (pid {pid}) did not stop within {DOWN_TIMEOUT:.0f}s; killing it", file=sys.stderr)
             os.killpg(pid, signal.SIGKILL)
     leftovers = kill_recorded(state_dir / "pods") if state_dir.exists() else 0

@@ -197,7 +197,7 @@ class RayNode:
             for pid in targets:
                 _signal(pid, signal.SIGTERM)
             deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and (self.proc.poll() is None or any(_exists(p) for p in targets)):
+            while time.monotonic() < deadline and (self.proc.poll() is None or any(pid_alive(p) for p in targets)):
                 time.sleep(0.1)
             for pid in targets + pids_mentioning(str(self.temp_dir)):
                 _signal(pid, signal.SIGKILL)
@@ -231,7 +231,8 @@ def _signal(pid: int, sig) -> None:
         pass
 
 
-def _exists(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process exists and is not a zombie."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"

@@ -11,10 +11,8 @@ from .wait import retry
 
 
 def load(results_uri: str) -> dict:
-    bucket, key = s3.split(results_uri)
-    client = s3.client()
     try:
-        body = retry(lambda: client.get_object(Bucket=bucket, Key=key)["Body"].read(), f"read {results_uri}")
+        body = fetch(results_uri)
     except Exception as exc:  # noqa: BLE001
         raise KfpRayError(f"the job left no results at {results_uri} ({type(exc).__name__}): it must write "
                           "results.json to $KFP_RAY_OUTPUT (see pipelines/jobs/README.md)") from None

@@ -165,9 +165,12 @@ class KueueController(Controller):
                 for k, v in self._usage(wl).items():
                     usage[cq_name][k] = usage[cq_name].get(k, Fraction(0)) + v
                 self._admit_one(wl, cq_name, flavors)
-            self._cq_status(cq, usage[cq_name])
+        # Status from one fresh listing, after this pass's admissions.
+        fresh, _ = self.store.list(self.wl_t)
+        for cq_name, cq in cqs.items():
+            self._cq_status(cq, usage[cq_name], fresh, queues)
         for lq in queues.values():
-            self._lq_status(lq, cqs.get((lq.get("spec") or {}).get("clusterQueue")))
+            self._lq_status(lq, cqs.get((lq.get("spec") or {}).get("clusterQueue")), fresh)
 
     def _usage(self, wl: dict) -> dict[str, Fraction]:
         total: dict[str, Fraction] = {}
@@ -250,40 +253,41 @@ class KueueController(Controller):
         if owner:
             self.store.mutate(self.rc_t, ns, owner, lambda rc: rc.setdefault("spec", {}).update(suspend=False))
 
-    def _cq_status(self, cq: dict, used: dict[str, Fraction]) -> None:
-        name = cq["metadata"]["name"]
-        fresh, _ = self.store.list(self.wl_t)
-        mine = [w for w in fresh if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") == name]
+    @staticmethod
+    def _flavor_usage(cq: dict | None, used: dict[str, Fraction], borrowed: bool) -> list[dict]:
+        """Per flavor and covered resource, the quantity in use, as Kueue reports it."""
         flavors = []
-        for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for group in ((cq or {}).get("spec") or {}).get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
                 flavors.append({"name": flavor["name"], "resources": [
-                    {"name": r["name"], "total": quantity.fmt(r["name"], used.get(r["name"], Fraction(0))), "borrowed": "0"}
+                    {"name": r["name"], "total": quantity.fmt(r["name"], used.get(r["name"], Fraction(0))),
+                     **({"borrowed": "0"} if borrowed else {})}
                     for r in flavor.get("resources") or []]})
-        lqs = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in self.store.list(self.lq_t)[0]}
-        pending = sum(1 for w in fresh if not (w.get("status") or {}).get("admission")
-                      and ((lqs.get((w["metadata"]["namespace"], w["spec"]["queueName"])) or {}).get("spec") or {}).get("clusterQueue") == name)
+        return flavors
+
+    def _cq_status(self, cq: dict, used: dict[str, Fraction], workloads: list[dict], queues: dict) -> None:
+        name = cq["metadata"]["name"]
+        admitted = [w for w in workloads if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") == name]
+        pending = sum(1 for w in workloads if not (w.get("status") or {}).get("admission")
+                      and ((queues.get((w["metadata"]["namespace"], w["spec"]["queueName"])) or {}).get("spec") or {})
+                      .get("clusterQueue") == name)
+        flavors = self._flavor_usage(cq, used, borrowed=True)
         status = {"flavorsReservation": flavors, "flavorsUsage": flavors, "pendingWorkloads": pending,
-                  "reservingWorkloads": len(mine), "admittedWorkloads": len(mine),
+                  "reservingWorkloads": len(admitted), "admittedWorkloads": len(admitted),
                   "conditions": set_condition((cq.get("status") or {}).get("conditions"), "Active", "True", "Ready",
                                               "Can admit new workloads")}
         if cq.get("status") != status:
             self.store.mutate(self.cq_t, None, name, lambda o: o.update(status=status), subresource="status")
 
-    def _lq_status(self, lq: dict, cq: dict | None) -> None:
+    def _lq_status(self, lq: dict, cq: dict | None, workloads: list[dict]) -> None:
         ns, name = lq["metadata"]["namespace"], lq["metadata"]["name"]
-        wls = [w for w in self.store.list(self.wl_t, ns)[0] if w["spec"]["queueName"] == name]
+        wls = [w for w in workloads if w["metadata"]["namespace"] == ns and w["spec"]["queueName"] == name]
         admitted = [w for w in wls if (w.get("status") or {}).get("admission")]
         used: dict[str, Fraction] = {}
         for w in admitted:
             for k, v in self._usage(w).items():
                 used[k] = used.get(k, Fraction(0)) + v
-        flavors = []
-        for group in ((cq or {}).get("spec") or {}).get("resourceGroups") or []:
-            for flavor in group.get("flavors") or []:
-                flavors.append({"name": flavor["name"], "resources": [
-                    {"name": r["name"], "total": quantity.fmt(r["name"], used.get(r["name"], Fraction(0)))}
-                    for r in flavor.get("resources") or []]})
+        flavors = self._flavor_usage(cq, used, borrowed=False)
         active = cq is not None
         status = {"pendingWorkloads": len(wls) - len(admitted), "reservingWorkloads": len(admitted),
                   "admittedWorkloads": len(admitted), "flavorsReservation": flavors, "flavorUsage": flavors,

@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client as k8s
 
 from sandbox.client import SandboxClient
+from sandbox.raynode import pid_alive
 from tests.helpers import eventually, raycluster
 
 pytestmark = pytest.mark.ray
@@ -29,14 +30,6 @@ def port_open(url: str) -> bool:
     with socket.socket() as s:
         s.settimeout(1)
         return s.connect_ex((host, int(port))) == 0
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_up_status_down_leaves_no_process_port_or_dir(tmp_path):
@@ -63,8 +56,8 @@ def test_up_status_down_leaves_no_process_port_or_dir(tmp_path):
     finally:
         down = cli("down", state_dir=state)
     assert down.returncode == 0 and "sandbox down" in down.stdout
-    assert not alive(info["pid"])
-    assert [p for p in pids if alive(p)] == []
+    assert not pid_alive(info["pid"])
+    assert [p for p in pids if pid_alive(p)] == []
     assert [d for d in temp_dirs if os.path.exists(d)] == []
     assert not port_open(info["api"]) and not port_open(info["s3_endpoint"])
     assert not state.exists()
@@ -84,7 +77,7 @@ def test_in_process_sandbox_teardown_leaves_nothing(tmp_path):
         procs = eventually(lambda: client.processes(), 60, what="the head's Ray processes")
     finally:
         box.stop()
-    assert [p for proc in procs for p in proc["pids"] if alive(p)] == []
+    assert [p for proc in procs for p in proc["pids"] if pid_alive(p)] == []
     assert [proc["temp_dir"] for proc in procs if os.path.exists(proc["temp_dir"])] == []
     assert not port_open(info["api"]) and not port_open(info["s3_endpoint"])
     assert not os.path.exists(info["state_dir"])
