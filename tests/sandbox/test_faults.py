@@ -126,7 +126,16 @@ def test_slow_start_then_head_crash_mid_job(sbx, api):
     assert head.status.container_statuses[0].last_state.terminated.exit_code == 137
     # The job died with the head (no GCS fault tolerance): once the head is back, Ray no
     # longer knows it, and the client's calls fail rather than report a status.
-    eventually(lambda: any(c["type"] == "HeadPodReady" and c["status"] == "True" for c in rc(api, "crashy")["status"]["conditions"])
-               and head.status.container_statuses, 60, what="the head to be ready again")
+    # Wait on the restarted pod itself: KubeRay's HeadPodReady can still read True from
+    # before the crash for a moment, and the kubelet marks the pod Ready only once the new
+    # Ray head answers.
+    def restarted_and_ready():
+        return any(p.status.container_statuses and p.status.container_statuses[0].restart_count == 1
+                   and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+                   for p in pods(api, "crashy"))
+
+    eventually(restarted_and_ready, 60, what="the restarted head to be ready again")
+    eventually(lambda: any(c["type"] == "HeadPodReady" and c["status"] == "True"
+                           for c in rc(api, "crashy")["status"]["conditions"]), 10, what="KubeRay to see the head ready")
     with pytest.raises(RuntimeError, match="status code 404"):
         JobSubmissionClient(f"http://{svc.spec.cluster_ip}:{port}").get_job_status(job)
