@@ -25,12 +25,11 @@ class SandboxClient:
 
     def api_client(self, as_pipeline_runner: bool = False):
         """A kubernetes ApiClient for the admin, or for the pipeline-runner service account."""
-        from kubernetes import client
+        from kubernetes import client, config
 
         path = self.info["kubeconfig_pipeline_runner" if as_pipeline_runner else "kubeconfig"]
         cfg = client.Configuration()
-        cfg.host = self.info["api"]
-        cfg.api_key = {"authorization": "Bearer " + self._token(path)}
+        config.load_kube_config(config_file=path, client_configuration=cfg)  # server, token and CA: TLS verified
         return client.ApiClient(cfg)
 
     # --- control API -----------------------------------------------------------
@@ -38,8 +37,13 @@ class SandboxClient:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.info["api"] + path, data=data, method=method, headers={
             "Authorization": "Bearer " + self._token(self.info["kubeconfig"]), "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=30, context=self._tls()) as resp:
             return json.loads(resp.read() or b"null")
+
+    def _tls(self):
+        import ssl
+
+        return ssl.create_default_context(cafile=self.info["ca_file"]) if self.info.get("ca_file") else None
 
     def set_faults(self, faults: dict) -> dict:
         return self._control("PUT", "/sandbox/v1/faults", faults)

@@ -24,6 +24,7 @@ from .apiserver.rbac import Authenticator
 from .apiserver.resources import Registry
 from .apiserver.server import ApiServer
 from .apiserver.store import Store
+from .certs import ServingCA
 from .controllers.kubelet import Kubelet
 from .controllers.kuberay import KubeRayController
 from .controllers.kueue import KueueController
@@ -38,9 +39,11 @@ BUCKET = "kfp-ray"
 INFO_FILE = "sandbox.json"
 
 
-def kubeconfig(server: str, user: str, token: str, namespace: str) -> dict:
+def kubeconfig(server: str, user: str, token: str, namespace: str, ca_pem: bytes) -> dict:
+    """A kubeconfig as `oc login` writes one: the server's CA inline, so TLS is verified."""
     return {"apiVersion": "v1", "kind": "Config", "preferences": {},
-            "clusters": [{"name": "sandbox", "cluster": {"server": server}}],
+            "clusters": [{"name": "sandbox", "cluster": {
+                "server": server, "certificate-authority-data": base64.b64encode(ca_pem).decode()}}],
             "users": [{"name": user, "user": {"token": token}}],
             "contexts": [{"name": "sandbox", "context": {"cluster": "sandbox", "user": user, "namespace": namespace}}],
             "current-context": "sandbox"}
@@ -64,6 +67,7 @@ class Sandbox:
         self.network = Network()
         self.s3 = S3Server()
         self.api: ApiServer | None = None
+        self.ca: ServingCA | None = None
         self.controllers: list = []
         self.kubelet: Kubelet | None = None
         self.info: dict = {}
@@ -74,8 +78,9 @@ class Sandbox:
         (self.state_dir / "pods").mkdir(exist_ok=True)
         self.s3.start()
         self.s3.create_bucket(BUCKET)
+        self.ca = ServingCA()
         self.api = ApiServer(self.store, self.registry, self.auth, self.faults,
-                             audit_path=self.state_dir / "audit.log")
+                             audit_path=self.state_dir / "audit.log", tls=self.ca.server_context())
         kueue = KueueController(self.store, self.registry, self.faults)
         kuberay = KubeRayController(self.store, self.registry, self.network, self.max_real_workers)
         self.kubelet = Kubelet(self.store, self.registry, self.network, self.faults, self.state_dir / "pods")
@@ -89,10 +94,12 @@ class Sandbox:
         self.api.start()
         admin_cfg = self.state_dir / "kubeconfig"
         runner_cfg = self.state_dir / "kubeconfig-pipeline-runner"
-        _write_private(admin_cfg, yaml.safe_dump(kubeconfig(self.api.url, self.auth.admin.user, self.auth.admin.token, NAMESPACE)))
-        _write_private(runner_cfg, yaml.safe_dump(kubeconfig(self.api.url, self.auth.pipeline_runner.user,
-                                                             self.auth.pipeline_runner.token, NAMESPACE)))
-        self.info = {"api": self.api.url, "kubeconfig": str(admin_cfg), "kubeconfig_pipeline_runner": str(runner_cfg),
+        ca_file = self.state_dir / "ca.crt"
+        ca_file.write_bytes(self.ca.ca_pem)
+        for path, who in ((admin_cfg, self.auth.admin), (runner_cfg, self.auth.pipeline_runner)):
+            _write_private(path, yaml.safe_dump(kubeconfig(self.api.url, who.user, who.token, NAMESPACE, self.ca.ca_pem)))
+        self.info = {"api": self.api.url, "ca_file": str(ca_file),
+                     "kubeconfig": str(admin_cfg), "kubeconfig_pipeline_runner": str(runner_cfg),
                      "namespace": NAMESPACE, "s3_endpoint": self.s3.endpoint, "s3_bucket": BUCKET,
                      "data_connection": DATA_CONNECTION, "local_queue": "local-queue-test",
                      "audit_log": str(self.state_dir / "audit.log"), "state_dir": str(self.state_dir),

@@ -1,25 +1,29 @@
-"""The sandbox's Kubernetes API server: HTTP on loopback, REST semantics of kube-apiserver.
+"""The sandbox's Kubernetes API server: HTTPS on loopback, REST semantics of kube-apiserver.
 
-The real `kubernetes` client, its DynamicClient and the CodeFlare SDK talk to it
-unmodified. Admission plugins (webhooks) and pod logs are provided by the simulators.
+The real `kubernetes` client, its DynamicClient, the CodeFlare SDK and kubectl talk to it
+unmodified. `ApiServer` is a WSGI application served by werkzeug (sandbox/apiserver/http.py);
+each request is one `_Call`: its body is read in full first, the answer is built, the
+audit line is written, and only then is the answer sent (so a client that reads the audit
+log after its call always finds its line). Admission plugins (webhooks) and pod logs are
+provided by the simulators.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from http import HTTPStatus
+from urllib.parse import parse_qs
 
 import yaml
+from werkzeug.datastructures import EnvironHeaders
 
 from . import errors, patch, schema
 from .errors import ApiError
+from .http import HttpServer, reset_connection
 from .rbac import DISCOVERY_PREFIXES, Authenticator, Identity
 from .resources import Registry, ResourceType
 from .selectors import field_matcher, label_matcher
@@ -58,39 +62,35 @@ class AuditLog:
                 self._fh = None
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        """Clients that drop connections (or resets we inject) are not server errors."""
-
-
 class ApiServer:
     def __init__(self, store: Store, registry: Registry, auth: Authenticator, faults, audit_path=None,
-                 host: str = "127.0.0.1", port: int = 0):
+                 host: str = "127.0.0.1", port: int = 0, tls=None):
+        """tls: an ssl.SSLContext to serve HTTPS with (the sandbox always does); None: plain HTTP."""
         self.store, self.registry, self.auth, self.faults = store, registry, auth, faults
         self.audit = AuditLog(audit_path)
         self.admission: list[Admission] = []
         self.log_provider: Callable[[str, str, dict], str] | None = None
         self.control: Callable[[str, str, dict, Identity], tuple[int, object]] | None = None
-        handler = type("Handler", (_Handler,), {"api": self})
-        self.httpd = _HTTPServer((host, port), handler)
-        self._thread: threading.Thread | None = None
+        self.http = HttpServer(self, host, port, tls)
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.http.url
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="apiserver", daemon=True)
-        self._thread.start()
+        self.http.start()
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.http.stop()
         self.audit.close()
+
+    def __call__(self, environ, start_response):
+        """The WSGI entry point: one request, answered only after its audit line is written."""
+        call = _Call(self, environ)
+        call.dispatch()
+        code, headers, body = call.response
+        start_response(f"{code} {_reason(code)}", headers)
+        return body
 
     # --- object operations shared by HTTP verbs --------------------------------
     def admit(self, op: str, rt: ResourceType, obj: dict, old: dict | None) -> None:
@@ -142,31 +142,41 @@ def _managed(obj: dict, manager: str, operation: str, api_version: str) -> None:
     obj["metadata"]["managedFields"] = entries
 
 
-class _Handler(BaseHTTPRequestHandler):
-    api: ApiServer
-    protocol_version = "HTTP/1.1"
-    server_version = "sandbox-apiserver"
+class _Call:
+    """One request. The verb methods below answer through `_send` (or `_watch`'s stream);
+    `dispatch` writes the audit line once the answer is ready, before it is sent."""
 
-    def log_message(self, format, *args):  # noqa: A002 - silence the default stderr log
-        pass
+    def __init__(self, api: ApiServer, environ: dict):
+        self.api = api
+        self.environ = environ
+        self.method = environ["REQUEST_METHOD"]
+        self.path = environ.get("PATH_INFO") or "/"
+        self.query_string = environ.get("QUERY_STRING", "")
+        self.headers = EnvironHeaders(environ)
+        # The whole body, always, before anything is answered: no byte of it is ever left
+        # on the connection to be read as the next request.
+        self.raw = _read_body(environ)
+        self._audit_id = f"{time.time_ns():x}"
+        self._code = 0
+        self._verb = self.method.lower()
+        self.response: tuple[int, list, object] | None = None
 
     # --- plumbing --------------------------------------------------------------
     def _send(self, code: int, body, content_type: str = "application/json", headers: dict | None = None):
         data = body if isinstance(body, bytes) else (
             body.encode() if isinstance(body, str) else json.dumps(body).encode())
-        self.send_response(code, errors.HTTP_REASONS.get(code))
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Audit-Id", self._audit_id)
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+        hdrs = [("Content-Type", content_type), ("Content-Length", str(len(data))), ("Audit-Id", self._audit_id)]
+        hdrs += list((headers or {}).items())
+        self.response = (code, hdrs, [data])
         self._code = code
 
+    def _stream(self, chunks, content_type: str = "application/json"):
+        """A streamed answer (werkzeug sends it chunked, as kube-apiserver sends watches)."""
+        self.response = (200, [("Content-Type", content_type), ("Audit-Id", self._audit_id)], chunks)
+        self._code = 200
+
     def _body(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self.raw
         if not raw:
             return None
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
@@ -177,40 +187,15 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, yaml.YAMLError) as exc:
             raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from None
 
-    def _reset(self):
-        """Abort the connection with a TCP RST, like a dropped load balancer."""
-        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.close_connection = True
-        self.connection.close()
-        self._code = 0
-
-    def do_GET(self):
-        self._dispatch("GET")
-
-    def do_POST(self):
-        self._dispatch("POST")
-
-    def do_PUT(self):
-        self._dispatch("PUT")
-
-    def do_PATCH(self):
-        self._dispatch("PATCH")
-
-    def do_DELETE(self):
-        self._dispatch("DELETE")
-
-    def _dispatch(self, method: str):
+    def dispatch(self):
         started = time.monotonic()
-        self._audit_id = f"{time.time_ns():x}"
-        self._code = 0
-        url = urlsplit(self.path)
-        path, query = url.path, parse_qs(url.query)
+        method, path = self.method, self.path
+        query = parse_qs(self.query_string)
         identity = self.api.auth.identify(self.headers.get("Authorization"))
-        self._verb = method.lower()
         try:
             if self.api.faults.take_reset(path):
-                self._reset()
-                return
+                self._audit(identity, started)
+                reset_connection(self.environ)
             delay = self.api.faults.latency(path)
             if delay:
                 time.sleep(delay)
@@ -226,19 +211,21 @@ class _Handler(BaseHTTPRequestHandler):
                     raise errors.forbidden(identity.user, self._verb, None, "sandbox", None, None)
                 code, body = self.api.control(method, path, {"query": query, "body": self._body()}, identity)
                 self._send(code, body)
-                return
-            self._route(method, path, query, identity)
+            else:
+                self._route(method, path, query, identity)
         except ApiError as exc:
             self._send(exc.code, exc.status(), headers=exc.headers)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+        except ConnectionResetError:
+            raise
         except Exception as exc:  # a bug in the sandbox: answer like the apiserver would
             self._send(500, errors.internal(f"{type(exc).__name__}: {exc}").status())
-        finally:
-            self.api.audit.write({
-                "ts": round(time.time(), 3), "user": identity.user if identity else "system:anonymous",
-                "verb": self._verb, "method": method, "path": path, "query": url.query,
-                "code": self._code, "ms": round((time.monotonic() - started) * 1000, 1)})
+        self._audit(identity, started)
+
+    def _audit(self, identity, started: float) -> None:
+        self.api.audit.write({
+            "ts": round(time.time(), 3), "user": identity.user if identity else "system:anonymous",
+            "verb": self._verb, "method": self.method, "path": self.path, "query": self.query_string,
+            "code": self._code, "ms": round((time.monotonic() - started) * 1000, 1)})
 
     # --- routing ---------------------------------------------------------------
     def _route(self, method: str, path: str, query: dict, who: Identity) -> str:
@@ -332,40 +319,30 @@ class _Handler(BaseHTTPRequestHandler):
         match = self._matchers(query)
         timeout = float((query.get("timeoutSeconds") or ["1800"])[0])
         since = (query.get("resourceVersion") or [""])[0]
-        self.send_response(200, "OK")
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Audit-Id", self._audit_id)
-        self.end_headers()
-        self._code = 200
-
-        def emit(type_, obj):
-            line = json.dumps({"type": type_, "object": obj}).encode() + b"\n"
-            self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
-            self.wfile.flush()
-
-        store = self.api.store
+        store, stopping = self.api.store, self.api.http.stopping
+        # The starting point is taken now, not when the stream is first read.
         if since in ("", "0"):
-            items, rv = store.list(rt, namespace, match)
-            for obj in items:
-                emit("ADDED", obj)
+            initial, rv = store.list(rt, namespace, match)
             last = int(rv)
         else:
-            last = int(since)
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
+            initial, last = [], int(since)
+
+        def line(type_, obj):
+            return json.dumps({"type": type_, "object": obj}).encode() + b"\n"
+
+        def events():
+            nonlocal last
+            for obj in initial:
+                yield line("ADDED", obj)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and not stopping.is_set():
                 store.wait_for_change(last, min(1.0, max(0.0, deadline - time.monotonic())))
                 for ev in store.events_since(last, rt.key, namespace):
                     last = ev.rv
                     if match(ev.obj):
-                        emit(ev.type, ev.obj)
-                if self.api.httpd.socket.fileno() < 0:
-                    break
-            self.wfile.write(b"0\r\n\r\n")
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        self.close_connection = True
+                        yield line(ev.type, ev.obj)
+
+        self._stream(events())
 
     def _create(self, rt, namespace, name, sub, query, who):
         obj = self._body()
@@ -478,3 +455,18 @@ def _warning_headers(warnings: list[str]) -> dict:
     if not warnings:
         return {}
     return {"Warning": ", ".join(f'299 - "{w}"' for w in warnings)}
+
+
+def _read_body(environ: dict) -> bytes:
+    stream = environ["wsgi.input"]
+    if environ.get("wsgi.input_terminated"):  # chunked: werkzeug decodes to the end
+        return stream.read()
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    return stream.read(length) if length > 0 else b""
+
+
+def _reason(code: int) -> str:
+    try:
+        return errors.HTTP_REASONS.get(code) or HTTPStatus(code).phrase
+    except ValueError:
+        return "Unknown"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
+import ssl
 import threading
 import urllib.request
 
@@ -14,6 +17,7 @@ from sandbox.apiserver.rbac import Authenticator
 from sandbox.apiserver.resources import Registry
 from sandbox.apiserver.server import ApiServer
 from sandbox.apiserver.store import Store
+from sandbox.certs import ServingCA
 from sandbox.controllers.kueue import KueueController
 from sandbox.faults import Faults
 from tests.helpers import raycluster
@@ -27,8 +31,11 @@ def api(tmp_path_factory):
     reg, store, auth, faults = Registry(), Store(), Authenticator(NS), Faults()
     store.create(reg.get("", "namespaces"), {"metadata": {"name": NS, "labels": {"kueue.openshift.io/managed": "true"}}})
     store.create(reg.get("", "namespaces"), {"metadata": {"name": "plain"}})
-    audit = tmp_path_factory.mktemp("audit") / "audit.log"
-    srv = ApiServer(store, reg, auth, faults, audit_path=audit)
+    tmp = tmp_path_factory.mktemp("audit")
+    ca = ServingCA()
+    (tmp / "ca.crt").write_bytes(ca.ca_pem)
+    srv = ApiServer(store, reg, auth, faults, audit_path=tmp / "audit.log", tls=ca.server_context())
+    srv.ca_file = str(tmp / "ca.crt")
     srv.admission.append(KueueController(store, reg, faults).admission)
     srv.start()
     yield srv
@@ -38,6 +45,7 @@ def api(tmp_path_factory):
 def _client(api, identity):
     cfg = client.Configuration()
     cfg.host = api.url
+    cfg.ssl_ca_cert = api.ca_file
     cfg.api_key = {"authorization": f"Bearer {identity.token}"}
     return client.ApiClient(cfg)
 
@@ -207,6 +215,7 @@ def test_pipeline_runner_rbac_matches_the_dspa_role(runner):
 def test_bad_token_is_unauthorized(api):
     cfg = client.Configuration()
     cfg.host = api.url
+    cfg.ssl_ca_cert = api.ca_file
     cfg.api_key = {"authorization": "Bearer not-a-token"}
     with pytest.raises(ApiException) as exc:
         client.CoreV1Api(client.ApiClient(cfg)).list_namespaced_secret(NS)
@@ -218,19 +227,20 @@ def test_watch_streams_changes(admin):
 
     v1 = client.CoreV1Api(admin)
     seen = []
+    # Watch from a resourceVersion taken before the changes: the stream sees them all,
+    # however late the watching thread starts.
+    since = v1.list_namespaced_config_map(NS, label_selector="w=1").metadata.resource_version
 
     def consume():
         w = watch.Watch()
-        for ev in w.stream(v1.list_namespaced_config_map, NS, label_selector="w=1", timeout_seconds=10):
+        for ev in w.stream(v1.list_namespaced_config_map, NS, label_selector="w=1", timeout_seconds=10,
+                           resource_version=since):
             seen.append((ev["type"], ev["object"].metadata.name))
             if ev["type"] == "DELETED":
                 w.stop()
 
     t = threading.Thread(target=consume)
     t.start()
-    import time
-
-    time.sleep(0.5)
     v1.create_namespaced_config_map(NS, {"metadata": {"name": "watched", "labels": {"w": "1"}}})
     v1.patch_namespaced_config_map("watched", NS, {"data": {"k": "v"}})
     v1.delete_namespaced_config_map("watched", NS)
@@ -284,7 +294,69 @@ def test_faults_bursts_and_resets(api, admin):
     assert codes == [503, 503, 200]
     api.faults.set({"api": {"resets": {"count": 1, "path": "/version"}}})
     req = urllib.request.Request(api.url + "/version", headers={"Authorization": f"Bearer {api.auth.admin.token}"})
-    with pytest.raises((ConnectionResetError, urllib.error.URLError)):
-        urllib.request.urlopen(req, timeout=5)
-    assert json.loads(urllib.request.urlopen(req, timeout=5).read())["major"] == "1"
+    tls = ssl.create_default_context(cafile=api.ca_file)
+    with pytest.raises(ConnectionResetError):
+        try:
+            urllib.request.urlopen(req, timeout=5, context=tls)
+        except urllib.error.URLError as exc:
+            raise exc.reason from None
+    assert json.loads(urllib.request.urlopen(req, timeout=5, context=tls).read())["major"] == "1"
     api.faults.clear()
+
+
+def test_audit_line_is_written_before_the_answer(api, admin):
+    """A client that reads the audit log right after its call always finds its own line."""
+    v1 = client.CoreV1Api(admin)
+    for i in range(200):
+        v1.list_namespaced_config_map(NS, label_selector=f"probe={i}")
+        with open(api.audit._path) as fh:
+            last = json.loads(fh.readlines()[-1])
+        assert f"probe%3D{i}" in last["query"] and last["code"] == 200
+
+
+def test_unread_request_bodies_never_become_the_next_request(api, runner):
+    # Through the real client: a forbidden create (answered before its body matters),
+    # then a read on the same pool gets its own answer.
+    v1 = client.CoreV1Api(runner)
+    with pytest.raises(ApiException) as exc:
+        v1.create_namespaced_service_account("plain", {"metadata": {"name": "x" * 2000}})
+    assert exc.value.status == 403
+    assert v1.list_namespaced_secret(NS) is not None
+    # On the wire: an unauthenticated POST with a body, and a second request pipelined
+    # right behind it. The body is consumed; nothing after it is taken for a request.
+    body = json.dumps({"metadata": {"name": "GET /version HTTP/1.1"}}).encode()
+    host, port = api.url.split("//")[1].split(":")
+    first = (f"POST /api/v1/namespaces/{NS}/configmaps HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    second = f"GET /version HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    tls = ssl.create_default_context(cafile=api.ca_file)
+    with socket.create_connection((host, int(port)), timeout=10) as raw, \
+            tls.wrap_socket(raw, server_hostname=host) as conn:
+        conn.sendall(first + second)
+        received = b""
+        while chunk := conn.recv(65536):
+            received += chunk
+    statuses = [line for line in received.split(b"\r\n") if line.startswith(b"HTTP/1.1 ")]
+    assert statuses == [b"HTTP/1.1 401 Unauthorized"], received[:400]
+    assert b"Connection: close" in received
+
+
+def test_tls_is_required_and_verified(api):
+    host_port = api.url.split("//")[1]
+    # Plain HTTP to the HTTPS port gets no API answer.
+    with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+        urllib.request.urlopen(f"http://{host_port}/version", timeout=5).read()
+    # A client that trusts another CA refuses the server.
+    other = ServingCA()
+    ctx = ssl.create_default_context(cadata=other.ca_pem.decode())
+    with pytest.raises(urllib.error.URLError) as exc:
+        urllib.request.urlopen(api.url + "/version", timeout=5, context=ctx)
+    assert isinstance(exc.value.reason, ssl.SSLCertVerificationError)
+
+
+def test_a_silent_connection_does_not_stall_the_server(api, admin):
+    """The TLS handshake runs in the connection's own thread: a client that connects and
+    says nothing holds no one else up."""
+    host, port = api.url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=10):
+        assert client.VersionApi(admin).get_code().major == "1"
