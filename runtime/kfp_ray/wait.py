@@ -31,7 +31,10 @@ class Backoff:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """API throttling, server errors and dropped connections: worth another try."""
+    """API throttling, server errors and dropped connections: worth another try. A TLS
+    failure (an untrusted or wrong certificate) is not: it fails at once, saying so."""
+    if _tls_failure(exc):
+        return False
     status = getattr(exc, "status", None)
     if isinstance(status, int) and status in (429, 500, 502, 503, 504):
         return True
@@ -40,6 +43,18 @@ def is_transient(exc: BaseException) -> bool:
                 "RemoteDisconnected", "ReadTimeoutError", "Timeout", "ConnectTimeout", "ReadTimeout", "ChunkedEncodingError"):
         return True
     return isinstance(exc, (ConnectionError, TimeoutError)) and not isinstance(exc, KeyboardInterrupt)
+
+
+def _tls_failure(exc: BaseException) -> bool:
+    import ssl
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ssl.SSLCertVerificationError) or type(exc).__name__ == "SSLError":
+            return True
+        exc = getattr(exc, "reason", None) or exc.__cause__ or exc.__context__
+    return False
 
 
 def retry(fn: Callable[[], T], what: str, attempts: int = 6, backoff: Backoff | None = None,
