@@ -53,7 +53,8 @@ def _tls_failure(exc: BaseException) -> bool:
         seen.add(id(exc))
         if isinstance(exc, ssl.SSLCertVerificationError) or type(exc).__name__ == "SSLError":
             return True
-        exc = getattr(exc, "reason", None) or exc.__cause__ or exc.__context__
+        reason = getattr(exc, "reason", None)  # urllib3 keeps the cause there (ApiException: a str)
+        exc = reason if isinstance(reason, BaseException) else (exc.__cause__ or exc.__context__)
     return False
 
 

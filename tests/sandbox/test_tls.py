@@ -31,3 +31,11 @@ def test_runtime_library_verifies_the_servers_certificate(box, monkeypatch, tmp_
         assert "CERTIFICATE_VERIFY_FAILED" in str(exc.value)
     finally:
         kube.api_client.cache_clear()
+
+
+def test_api_errors_are_still_classified_after_the_tls_check():
+    from kfp_ray import wait
+    from kubernetes.client import ApiException
+
+    assert wait.is_transient(ApiException(status=503, reason="Service Unavailable"))
+    assert not wait.is_transient(ApiException(status=403, reason="Forbidden"))
