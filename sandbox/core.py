@@ -39,6 +39,31 @@ BUCKET = "kfp-ray"
 INFO_FILE = "sandbox.json"
 
 
+LOCAL_QUEUE_LAYOUTS = ("seed", "rhoai-default")
+
+
+def bootstrap_objects(local_queue_layout: str = "seed") -> list[dict]:
+    """The objects an RHOAI administrator sets up (data/bootstrap.yaml). `local_queue_layout`:
+    "seed": LocalQueue `local-queue-test`, annotated kueue.x-k8s.io/default-queue (the seed's);
+    "rhoai-default": instead the LocalQueue opendatahub-operator creates in each managed namespace
+    (internal/controller/components/kueue/kueue_support.go createDefaultLocalQueue): named
+    `default`, annotated only opendatahub.io/managed=false, so clients find it by name, not by
+    annotation. The ClusterQueue and its quota are the seed's in both."""
+    if local_queue_layout not in LOCAL_QUEUE_LAYOUTS:
+        raise ValueError(f"unknown local_queue_layout {local_queue_layout!r}; known: {', '.join(LOCAL_QUEUE_LAYOUTS)}")
+    objects = yaml.safe_load((DATA / "bootstrap.yaml").read_text())
+    if local_queue_layout == "rhoai-default":
+        for obj in objects:
+            if obj["kind"] == "LocalQueue":
+                obj["metadata"] = {"name": "default", "namespace": obj["metadata"]["namespace"],
+                                   "annotations": {"opendatahub.io/managed": "false"}}
+    return objects
+
+
+def local_queue_of(objects: list[dict]) -> str:
+    return next(o["metadata"]["name"] for o in objects if o["kind"] == "LocalQueue")
+
+
 def kubeconfig(server: str, user: str, token: str, namespace: str, ca_pem: bytes) -> dict:
     """A kubeconfig as `oc login` writes one: the server's CA inline, so TLS is verified."""
     return {"apiVersion": "v1", "kind": "Config", "preferences": {},
@@ -56,7 +81,12 @@ def _write_private(path: Path, text: str) -> None:
 
 
 class Sandbox:
-    def __init__(self, state_dir: str | Path | None = None, max_real_workers: int | None = None):
+    def __init__(self, state_dir: str | Path | None = None, max_real_workers: int | None = None,
+                 local_queue_layout: str = "seed"):
+        """`local_queue_layout`: "seed" (default) gives LocalQueue `local-queue-test`, annotated as the
+        namespace's default queue; "rhoai-default" gives RHOAI's operator-made LocalQueue `default`
+        without that annotation (see bootstrap_objects). `info["local_queue"]` names it."""
+        self.bootstrap = bootstrap_objects(local_queue_layout)
         self.own_dir = state_dir is None
         self.state_dir = Path(state_dir or tempfile.mkdtemp(prefix="kfp-ray-sandbox-"))
         self.max_real_workers = max_real_workers or int(os.environ.get("KFP_RAY_SANDBOX_MAX_WORKERS", "2"))
@@ -101,7 +131,7 @@ class Sandbox:
         self.info = {"api": self.api.url, "ca_file": str(ca_file),
                      "kubeconfig": str(admin_cfg), "kubeconfig_pipeline_runner": str(runner_cfg),
                      "namespace": NAMESPACE, "s3_endpoint": self.s3.endpoint, "s3_bucket": BUCKET,
-                     "data_connection": DATA_CONNECTION, "local_queue": "local-queue-test",
+                     "data_connection": DATA_CONNECTION, "local_queue": local_queue_of(self.bootstrap),
                      "audit_log": str(self.state_dir / "audit.log"), "state_dir": str(self.state_dir),
                      "pid": os.getpid()}
         (self.state_dir / INFO_FILE).write_text(json.dumps(self.info, indent=2) + "\n")
@@ -133,7 +163,7 @@ class Sandbox:
         return self.store.create(rt, obj)
 
     def _bootstrap(self) -> None:
-        for obj in yaml.safe_load((DATA / "bootstrap.yaml").read_text()):
+        for obj in self.bootstrap:
             self._create(obj)
         self._create({"apiVersion": "v1", "kind": "ServiceAccount",
                       "metadata": {"name": self.auth.pipeline_runner.user.rsplit(":", 1)[1], "namespace": NAMESPACE}})

@@ -6,6 +6,12 @@ API faults apply to every request whose path matches (errors and resets count do
 Cluster faults apply to RayClusters whose name matches a glob ("*" for all):
   {"clusters": {"demo-*": {"never_admit": true, "image_pull": true, "taint": true,
                            "slow_start": 20, "head_crash_after": 5}}}
+Platform timings (seconds; PLATFORM_DEFAULTS when unset) are what RHOAI's controllers take:
+  {"platform": {"pods_ready_timeout_s": 300, "requeue_backoff_base_s": 60,
+                "finalizer_delay_s": 2.0, "termination_grace_s": 30}}
+  pods_ready_timeout_s / requeue_backoff_base_s: Kueue's waitForPodsReady timeout and requeuing
+  backoff base; finalizer_delay_s: how long the CodeFlare operator (RayCluster) and Kueue
+  (Workload) take to drop their finalizers; termination_grace_s: a pod's default grace period.
 """
 
 from __future__ import annotations
@@ -16,22 +22,34 @@ import re
 import threading
 
 CLUSTER_FAULTS = ("never_admit", "image_pull", "taint", "slow_start", "head_crash_after")
+# RHOAI's values: Kueue v0.11 defaults (apis/config/v1beta1/defaults.go: PodsReady timeout 5 min,
+# backoff base 60 s) under opendatahub's `waitForPodsReady: {enable: true}`; kube's 30 s grace.
+PLATFORM_DEFAULTS = {"pods_ready_timeout_s": 300.0, "requeue_backoff_base_s": 60.0,
+                     "finalizer_delay_s": 2.0, "termination_grace_s": 30.0}
+SECTIONS = ("api", "clusters", "platform")
 
 
 class Faults:
     def __init__(self):
         self._lock = threading.Lock()
-        self._config: dict = {"api": {}, "clusters": {}}
+        self._config: dict = {"api": {}, "clusters": {}, "platform": {}}
 
     def set(self, config: dict) -> dict:
         config = copy.deepcopy(config or {})
-        unknown = [k for k in config if k not in ("api", "clusters")]
+        unknown = [k for k in config if k not in SECTIONS]
         for pattern, faults in (config.get("clusters") or {}).items():
             unknown += [f"clusters.{pattern}.{k}" for k in faults if k not in CLUSTER_FAULTS]
+        platform = config.get("platform") or {}
+        unknown += [f"platform.{k}" for k in platform if k not in PLATFORM_DEFAULTS]
         if unknown:
-            raise ValueError(f"unknown fault(s): {', '.join(unknown)}; known cluster faults: {', '.join(CLUSTER_FAULTS)}")
+            raise ValueError(f"unknown fault(s): {', '.join(unknown)}; known cluster faults: {', '.join(CLUSTER_FAULTS)}; "
+                             f"known platform settings: {', '.join(PLATFORM_DEFAULTS)}")
+        for key, value in platform.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"platform.{key} must be a number of seconds >= 0, got {value!r}")
         with self._lock:
-            self._config = {"api": config.get("api") or {}, "clusters": config.get("clusters") or {}}
+            self._config = {"api": config.get("api") or {}, "clusters": config.get("clusters") or {},
+                            "platform": platform}
             return copy.deepcopy(self._config)
 
     def get(self) -> dict:
@@ -73,3 +91,11 @@ class Faults:
                 if fnmatch.fnmatchcase(name, pattern):
                     out.update(faults)
             return out
+
+    # --- platform timings ------------------------------------------------------
+    def platform(self, key: str) -> float:
+        """A platform timing in seconds: the value set under "platform", else RHOAI's default."""
+        if key not in PLATFORM_DEFAULTS:
+            raise KeyError(f"unknown platform setting {key!r}; known: {', '.join(PLATFORM_DEFAULTS)}")
+        with self._lock:
+            return float(self._config["platform"].get(key, PLATFORM_DEFAULTS[key]))

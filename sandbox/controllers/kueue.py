@@ -1,300 +1,590 @@
-"""Kueue as RHOAI runs it, for RayClusters: webhooks, Workloads, quota admission, status.
+"""Kueue as RHOAI runs it, for RayClusters: webhooks, Workloads, admission, waitForPodsReady, status.
 
-- Only namespaces labelled kueue.openshift.io/managed=true are managed (RHOAI's
-  managedJobsNamespaceSelector). There the ODH operator's webhook rejects a RayCluster
-  without the queue-name label, and Kueue's webhook creates it suspended.
-- One Workload per RayCluster (pod sets: head, then each worker group), owned by it.
-- Admission per ClusterQueue in creation order (BestEffortFIFO by default, StrictFIFO
-  when asked): a Workload is admitted when all of its pods fit the unused nominal quota,
-  summed per resource over the pod sets. Admission un-suspends the RayCluster; deleting
-  the RayCluster deletes its Workload and so releases its quota.
-- Conditions, events and ClusterQueue/LocalQueue status read like Kueue's (v1beta1).
+Matched against kubernetes-sigs/kueue v0.11.6 (RHOAI pairs CodeFlare operator v1.16.0 with Kueue
+v0.11.6) configured as opendatahub-io/kueue ships it (config/components/manager/
+controller_manager_config.yaml: `waitForPodsReady: {enable: true, blockAdmission: false}`, no
+manageJobsWithoutQueueName; config/rhoai/manager_config_patch.yaml feature gates leave
+LocalQueueDefaulting off). apis/config/v1beta1/defaults.go then gives a 5 min PodsReady timeout
+and requeuingStrategy {timestamp: Eviction, backoffBaseSeconds: 60, backoffMaxSeconds: 3600,
+backoffLimitCount: unset = requeue forever}. Timeout and backoff base are read at run time from
+the faults document's "platform" section (pods_ready_timeout_s, requeue_backoff_base_s), as is
+finalizer_delay_s, how long Kueue takes to drop a Workload's finalizer.
+
+One pass does what these Kueue parts do, from one listing of each kind:
+- Webhooks (`admission`): raycluster_webhook.go (mraycluster.kb.io suspends a RayCluster with
+  a non-empty queue-name label on create, in any namespace; vraycluster.kb.io validates it),
+  plus the ODH operator's ray-kueuelabels-validator.opendatahub.io (below).
+- Job reconciler (jobframework/reconciler.go ReconcileGenericJob for jobs/raycluster): one
+  Workload per labelled RayCluster (finalizer kueue.x-k8s.io/resource-in-use), the PodsReady
+  condition (RayCluster PodsReady == status.state "ready"), stop on eviction and release the
+  quota once the cluster is not active (state != ready), start when admitted, stop when
+  running unadmitted, drop Workload finalizers when the RayCluster or the Workload goes.
+- Workload controller (core/workload_controller.go): the PodsReady timeout eviction with
+  requeueState backoff (workload.UpdateRequeueState: base * 2^(n-1), Kueue's 0.01% jitter,
+  capped at 3600 s), "BackoffFinished" after requeueAt, and Inadmissible reasons.
+- Scheduler (scheduler/scheduler.go nominate/admit/requeueAndUpdate, queue/cluster_queue.go
+  backoff): per ClusterQueue in priority then FIFO order (an evicted Workload queues by its
+  eviction time), namespaceSelector, flavor assignment (kueue_quota.py), Warning `Pending` events.
+- Status: ClusterQueue (cache/clusterqueue.go inactiveReason) and LocalQueue
+  (core/localqueue_controller.go) conditions and counts.
+
+Timers (PodsReady timeout, backoff, finalizer delay) run on `clock` (monotonic by default, a
+fake one in unit tests) from when this controller saw the event; the controller wakes for the
+next one. Not simulated: preemption, cohorts, admission checks, stopPolicy, priority classes,
+ResourceFlavor/ClusterQueue finalizers, Workloads rebuilt when a suspended job's pod sets change.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
+import time
+from datetime import UTC, datetime
 from fractions import Fraction
 
 from .. import quantity
 from ..apiserver import errors
 from .base import Controller, owner_ref, record_event, set_condition
+from .kueue_quota import assign_flavors, missing_flavors, pod_requests, resource_groups, selector_matches
+
+__all__ = ["KueueController", "pod_requests", "ray_pod_sets", "workload_name"]
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MANAGED_LABEL = "kueue.openshift.io/managed"
+LEGACY_MANAGED_LABEL = "kueue-managed"
 DEFAULT_QUEUE_ANNOTATION = "kueue.x-k8s.io/default-queue"
-ODH_WEBHOOK = "kueuelabels-validator.opendatahub.io"
-
-
-def pod_requests(template: dict) -> dict[str, Fraction]:
-    """Requests of one pod, as Kueue counts them: containers summed (limits stand in for
-    missing requests), the larger of that and any init container, plus one `pods`."""
-    spec = (template or {}).get("spec") or {}
-
-    def of(container):
-        res = container.get("resources") or {}
-        merged = dict(res.get("limits") or {})
-        merged.update(res.get("requests") or {})
-        return {k: quantity.parse(v) for k, v in merged.items()}
-
-    total: dict[str, Fraction] = {}
-    for c in spec.get("containers") or []:
-        for k, v in of(c).items():
-            total[k] = total.get(k, Fraction(0)) + v
-    for c in spec.get("initContainers") or []:
-        for k, v in of(c).items():
-            total[k] = max(total.get(k, Fraction(0)), v)
-    total["pods"] = Fraction(1)
-    return total
+FINALIZER = "kueue.x-k8s.io/resource-in-use"
+ODH_WEBHOOK = "ray-kueuelabels-validator.opendatahub.io"
+KUEUE_WEBHOOK = "vraycluster.kb.io"
+# Event sources, as Kueue names its recorders (jobframework/setup.go, core/core.go, cmd/kueue/main.go).
+JOB_CONTROLLER = "ray.io/raycluster-kueue-controller"
+WORKLOAD_CONTROLLER = "kueue-workload-controller"
+SCHEDULER = "kueue-admission"
+BACKOFF_MAX_S = 3600.0
+BACKOFF_JITTER = 0.0001
+NOT_READY = "Not all pods are ready or succeeded"
+READY = "All pods reached readiness and the workload is running"
+RECOVERING = "At least one pod has failed, waiting for recovery"
 
 
 def ray_pod_sets(rc: dict) -> list[dict]:
+    """jobs/raycluster PodSets: head (1), then each worker group (replicas, 1 when unset, x numOfHosts)."""
     spec = rc.get("spec") or {}
     sets = [{"name": "head", "count": 1, "template": (spec.get("headGroupSpec") or {}).get("template") or {}}]
     for group in spec.get("workerGroupSpecs") or []:
-        count = group.get("replicas", group.get("minReplicas", 0)) or 0
-        sets.append({"name": group.get("groupName", "workers"), "count": int(count),
-                     "template": group.get("template") or {}})
+        count = group["replicas"] if group.get("replicas") is not None else 1
+        count *= group.get("numOfHosts") or 1
+        sets.append({"name": group.get("groupName", ""), "count": int(count), "template": group.get("template") or {}})
     return sets
 
 
 def workload_name(rc: dict) -> str:
-    digest = hashlib.sha1(rc["metadata"]["uid"].encode()).hexdigest()[:5]
-    return f"raycluster-{rc['metadata']['name']}-{digest}"[:253]
+    """jobframework.GetWorkloadNameForOwnerWithGVK: raycluster-<name>-<sha1(kind, group, name, uid)[:5]>."""
+    name, uid = rc["metadata"]["name"], rc["metadata"]["uid"]
+    digest = hashlib.sha1(f"RayCluster\nray.io\n{name}\n{uid}".encode()).hexdigest()[:5]
+    return f"{('raycluster-' + name)[:247]}-{digest}"
+
+
+def queue_name(obj: dict) -> str:
+    return (obj["metadata"].get("labels") or {}).get(QUEUE_LABEL, "")
+
+
+def condition(obj: dict | None, type_: str) -> dict | None:
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == type_), None)
+
+
+def is_true(obj: dict | None, type_: str) -> bool:
+    c = condition(obj, type_)
+    return bool(c) and c["status"] == "True"
+
+
+def _rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _epoch(ts: str | None) -> float | None:
+    try:
+        return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp() if ts else None
+    except ValueError:
+        return None
+
+
+def _set(obj: dict, type_: str, status: str, reason: str, message: str) -> None:
+    st = obj.setdefault("status", {})
+    st["conditions"] = set_condition(st.get("conditions"), type_, status, reason, message,
+                                     obj["metadata"].get("generation"))
+
+
+def _unset_quota_reservation(obj: dict, reason: str, message: str) -> None:
+    """workload.UnsetQuotaReservationWithCondition: QuotaReserved False, admission cleared, and
+    Admitted synced (False/NoReservation only if it was True)."""
+    _set(obj, "QuotaReserved", "False", reason, message)
+    obj["status"].pop("admission", None)
+    if is_true(obj, "Admitted"):
+        _set(obj, "Admitted", "False", "NoReservation", "The workload has no reservation")
 
 
 class KueueController(Controller):
     name = "kueue"
 
-    def __init__(self, store, registry, faults):
+    def __init__(self, store, registry, faults, clock=time.monotonic):
         super().__init__(store, registry)
         self.faults = faults
+        self.clock = clock
         self.rc_t = self.rt("ray.io", "rayclusters")
         self.wl_t = self.rt("kueue.x-k8s.io", "workloads")
         self.lq_t = self.rt("kueue.x-k8s.io", "localqueues")
         self.cq_t = self.rt("kueue.x-k8s.io", "clusterqueues")
+        self.rf_t = self.rt("kueue.x-k8s.io", "resourceflavors")
         self.ns_t = self.rt("", "namespaces")
+        # Timers by Workload uid, on self.clock: when it was admitted, when its backoff ends,
+        # when its finalizer became removable.
+        self._admitted_at: dict[str, float] = {}
+        self._requeue_at: dict[str, float] = {}
+        self._dropping: dict[str, float] = {}
+        self._wake: float | None = None
+        self._wls: dict[tuple, dict] = {}
 
     # --- webhooks --------------------------------------------------------------
-    def managed(self, namespace: str) -> bool:
-        ns = self.store.find(self.ns_t, None, namespace)
-        return bool(ns) and (ns["metadata"].get("labels") or {}).get(MANAGED_LABEL) == "true"
+    def namespace_managed(self, namespace: str | None) -> bool:
+        """The ODH webhook's test: kueue.openshift.io/managed=true or the legacy kueue-managed=true."""
+        ns = self.store.find(self.ns_t, None, namespace) if namespace else None
+        labels = (ns or {}).get("metadata", {}).get("labels") or {}
+        return labels.get(MANAGED_LABEL) == "true" or labels.get(LEGACY_MANAGED_LABEL) == "true"
 
     def admission(self, op: str, rt, obj: dict, old: dict | None) -> None:
-        if rt.key != self.rc_t.key or not self.managed(obj["metadata"].get("namespace")):
+        if rt.key != self.rc_t.key:
             return
-        labels = obj["metadata"].get("labels") or {}
-        if QUEUE_LABEL not in labels:
-            raise errors.webhook_denied(
-                ODH_WEBHOOK, f'Kueue label validation failed: missing required label "{QUEUE_LABEL}"')
-        if op == "CREATE":
+        meta = obj["metadata"]
+        labels = meta.get("labels") or {}
+        queue = labels.get(QUEUE_LABEL, "")
+        # Mutating webhooks run before validating ones: Kueue's mraycluster.kb.io (CREATE only;
+        # jobframework.WorkloadShouldBeSuspended: a queue name is enough, whatever the namespace).
+        if op == "CREATE" and queue:
             obj.setdefault("spec", {})["suspend"] = True
-        elif old is not None and (old["metadata"].get("labels") or {}).get(QUEUE_LABEL) != labels.get(QUEUE_LABEL) \
-                and not (old.get("spec") or {}).get("suspend"):
-            raise errors.invalid(rt, obj["metadata"]["name"], [(
-                f"metadata.labels[{QUEUE_LABEL}]", "Invalid value: field is immutable while the workload is admitted")])
+        # opendatahub-operator internal/webhook/kueue/validating.go (ray-kueuelabels-validator,
+        # CREATE/UPDATE, skipped for objects being deleted), as last shipped before aca9ac0c1.
+        if not meta.get("deletionTimestamp") and self.namespace_managed(meta.get("namespace")):
+            if QUEUE_LABEL not in labels:
+                raise errors.webhook_denied(
+                    ODH_WEBHOOK, f'Kueue label validation failed: missing required label "{QUEUE_LABEL}"')
+            if not queue:
+                raise errors.webhook_denied(
+                    ODH_WEBHOOK, f'Kueue label validation failed: label "{QUEUE_LABEL}" is set but empty')
+        if queue:  # Kueue's vraycluster.kb.io: ValidateCreate / ValidateUpdate
+            errs = self._validate_ray_cluster(obj)
+            if op == "UPDATE" and old is not None and not (obj.get("spec") or {}).get("suspend") \
+                    and queue_name(old) != queue:
+                errs.insert(0, f'metadata.labels[{QUEUE_LABEL}]: Invalid value: "{queue}": field is immutable')
+            if errs:
+                raise errors.webhook_denied(KUEUE_WEBHOOK, errs[0] if len(errs) == 1 else f"[{', '.join(errs)}]")
 
-    # --- reconcile -------------------------------------------------------------
+    @staticmethod
+    def _validate_ray_cluster(obj: dict) -> list[str]:
+        spec = obj.get("spec") or {}
+        errs = []
+        if spec.get("enableInTreeAutoscaling"):
+            errs.append("spec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job should not use autoscaling")
+        groups = spec.get("workerGroupSpecs") or []
+        if len(groups) > 7:
+            errs.append(f"spec.workerGroupSpecs: Too many: {len(groups)}: must have at most 7 items")
+        errs += [f'spec.workerGroupSpecs[{i}].groupName: Forbidden: "head" is reserved for the head group'
+                 for i, g in enumerate(groups) if g.get("groupName") == "head"]
+        return errs
+
+    # --- one pass ----------------------------------------------------------------
     def reconcile(self) -> None:
+        now = self.clock()
+        self._wake = None
         clusters, _ = self.store.list(self.rc_t)
-        workloads, _ = self.store.list(self.wl_t)
-        owned = {ref["uid"] for wl in workloads for ref in wl["metadata"].get("ownerReferences") or []}
+        self._wls = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in self.store.list(self.wl_t)[0]}
+        lqs = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in self.store.list(self.lq_t)[0]}
+        cqs = {q["metadata"]["name"]: q for q in self.store.list(self.cq_t)[0]}
+        flavors = {f["metadata"]["name"] for f in self.store.list(self.rf_t)[0]}
+        namespaces = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in self.store.list(self.ns_t)[0]}
+        missing = {name: missing_flavors(cq, flavors) for name, cq in cqs.items()}
+        inactive = {name for name, m in missing.items() if m}
+        self._forget({w["metadata"]["uid"] for w in self._wls.values()})
+
+        owned: dict[str, list[tuple]] = {}
+        for key, wl in self._wls.items():
+            for ref in wl["metadata"].get("ownerReferences") or []:
+                owned.setdefault(ref["uid"], []).append(key)
+        live = set()
         for rc in clusters:
-            labels = rc["metadata"].get("labels") or {}
-            if QUEUE_LABEL in labels and self.managed(rc["metadata"]["namespace"]) \
-                    and rc["metadata"]["uid"] not in owned and not rc["metadata"].get("deletionTimestamp"):
+            live.add(rc["metadata"]["uid"])
+            if queue_name(rc):  # the job reconciler ignores a job without a queue name
+                self._reconcile_job(rc, [self._wls[k] for k in owned.get(rc["metadata"]["uid"], []) if k in self._wls], now)
+        for key in list(self._wls):
+            wl = self._wls.get(key)
+            if wl is None:
+                continue
+            refs = wl["metadata"].get("ownerReferences") or []
+            if (refs and not any(r["uid"] in live for r in refs)) or (not refs and wl["metadata"].get("deletionTimestamp")):
+                self._drop_finalizer(wl, now)  # job gone (job reconciler), or an ownerless Workload deleted
+                continue
+            self._reconcile_workload(wl, now, lqs, cqs, inactive)
+        usage = self._schedule(now, lqs, cqs, inactive, flavors, namespaces)
+        workloads = list(self._wls.values())
+        for name, cq in cqs.items():
+            self._cq_status(cq, usage.get(name, {}), workloads, lqs, missing[name])
+        for lq in lqs.values():
+            cq_name = (lq.get("spec") or {}).get("clusterQueue")
+            self._lq_status(lq, cqs.get(cq_name), cq_name in inactive, workloads)
+        # Wake for the next timer, else resync as usual.
+        self.resync = Controller.resync if self._wake is None else \
+            max(0.02, min(Controller.resync, self._wake - self.clock()))
+
+    def _timer(self, at: float) -> None:
+        self._wake = at if self._wake is None else min(self._wake, at)
+
+    def _forget(self, uids: set[str]) -> None:
+        for timers in (self._admitted_at, self._requeue_at, self._dropping):
+            for uid in [u for u in timers if u not in uids]:
+                del timers[uid]
+
+    def _write_status(self, wl: dict, fn) -> dict | None:
+        """Read-modify-write a Workload's status; keeps this pass's view current."""
+        key = (wl["metadata"]["namespace"], wl["metadata"]["name"])
+        new = self.store.mutate(self.wl_t, key[0], key[1], lambda o: (o.setdefault("status", {}), fn(o)),
+                                subresource="status")
+        if new is None:
+            self._wls.pop(key, None)
+        else:
+            self._wls[key] = new
+        return new
+
+    # --- job reconciler (jobframework/reconciler.go, jobs/raycluster) --------------
+    def _reconcile_job(self, rc: dict, wls: list[dict], now: float) -> None:
+        if rc["metadata"].get("deletionTimestamp"):
+            for wl in wls:  # dropFinalizers: the job is being deleted
+                self._drop_finalizer(wl, now)
+            return
+        wl = next((w for w in wls if w["metadata"].get("deletionTimestamp")), wls[0] if wls else None)
+        active = ((rc.get("status") or {}).get("state")) == "ready"  # RayCluster.IsActive
+        suspended = bool((rc.get("spec") or {}).get("suspend"))
+        if wl is None:
+            if not active:  # handleJobWithNoWorkload waits until no pods are active
                 self._create_workload(rc)
-        self._admit()
+            return
+        if wl["metadata"].get("deletionTimestamp"):
+            self._stop_job(rc, "Workload is deleted")
+            self._drop_finalizer(wl, now)
+            return
+        status, reason, message = self._pods_ready(wl, active)
+        current = condition(wl, "PodsReady")
+        if not current or (current["status"], current["reason"]) != (status, reason):
+            self._write_status(wl, lambda o: _set(o, "PodsReady", status, reason, message))
+            return
+        evicted = condition(wl, "Evicted")
+        if evicted and evicted["status"] == "True":
+            self._stop_job(rc, evicted["message"])
+            if is_true(wl, "QuotaReserved") and not active:
+                def release(o):
+                    # Requeued is True only for preemption; PodsReadyTimeout waits for its backoff.
+                    _set(o, "Requeued", "True" if evicted["reason"] == "Preempted" else "False",
+                         evicted["reason"], evicted["message"])
+                    _unset_quota_reservation(o, "Pending", evicted["message"])
+                self._write_status(wl, release)
+            return
+        if suspended:
+            if is_true(wl, "Admitted"):
+                cq = wl["status"]["admission"]["clusterQueue"]
+                self.store.mutate(self.rc_t, rc["metadata"]["namespace"], rc["metadata"]["name"],
+                                  lambda o: o.setdefault("spec", {}).update(suspend=False))
+                record_event(self.store, self.registry, rc, "Normal", "Started", f"Admitted by clusterQueue {cq}",
+                             JOB_CONTROLLER)
+            elif wl["spec"].get("queueName") != queue_name(rc):
+                self.store.mutate(self.wl_t, wl["metadata"]["namespace"], wl["metadata"]["name"],
+                                  lambda o: o["spec"].update(queueName=queue_name(rc)))
+            return
+        if not is_true(wl, "Admitted"):
+            self._stop_job(rc, "Not admitted by cluster queue")
+
+    @staticmethod
+    def _pods_ready(wl: dict, ready: bool) -> tuple[str, str, str]:
+        """jobframework generatePodsReadyCondition."""
+        if not is_true(wl, "Admitted"):
+            return "False", "WaitForStart", NOT_READY
+        current = condition(wl, "PodsReady")
+        if ready:
+            recovered = current and current["reason"] in ("WaitForRecovery", "Recovered")
+            return "True", "Recovered" if recovered else "Started", READY
+        if current and (current["status"] == "True" or current["reason"] == "WaitForRecovery"):
+            return "False", "WaitForRecovery", RECOVERING
+        return "False", "WaitForStart", NOT_READY
 
     def _create_workload(self, rc: dict) -> None:
         wl = {
             "metadata": {"name": workload_name(rc), "namespace": rc["metadata"]["namespace"],
                          "labels": {"kueue.x-k8s.io/job-uid": rc["metadata"]["uid"]},
-                         "ownerReferences": [owner_ref(rc)]},
-            "spec": {"queueName": rc["metadata"]["labels"][QUEUE_LABEL], "podSets": ray_pod_sets(rc),
-                     "priority": 0, "active": True},
+                         "finalizers": [FINALIZER], "ownerReferences": [owner_ref(rc)]},
+            "spec": {"queueName": queue_name(rc), "podSets": ray_pod_sets(rc), "priority": 0, "active": True},
         }
         try:
             created = self.store.create(self.wl_t, wl)
         except errors.ApiError:
             return
+        self._wls[(created["metadata"]["namespace"], created["metadata"]["name"])] = created
         record_event(self.store, self.registry, rc, "Normal", "CreatedWorkload",
                      f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}",
-                     "kueue-controller-manager")
+                     JOB_CONTROLLER)
 
-    def _admit(self) -> None:
-        workloads, _ = self.store.list(self.wl_t)
-        queues = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in self.store.list(self.lq_t)[0]}
-        cqs = {q["metadata"]["name"]: q for q in self.store.list(self.cq_t)[0]}
-        usage: dict[str, dict[str, Fraction]] = {name: {} for name in cqs}
+    def _stop_job(self, rc: dict, message: str) -> None:
+        """stopJob: suspend (KubeRay then deletes the pods) and say why, unless already suspended."""
+        if (rc.get("spec") or {}).get("suspend"):
+            return
+        self.store.mutate(self.rc_t, rc["metadata"]["namespace"], rc["metadata"]["name"],
+                          lambda o: o.setdefault("spec", {}).update(suspend=True))
+        rc.setdefault("spec", {})["suspend"] = True
+        record_event(self.store, self.registry, rc, "Normal", "Stopped", message, JOB_CONTROLLER)
+
+    def _drop_finalizer(self, wl: dict, now: float) -> None:
+        """workload.RemoveFinalizer, finalizer_delay_s after it became due (when Kueue gets to it)."""
+        if FINALIZER not in (wl["metadata"].get("finalizers") or []):
+            return
+        uid = wl["metadata"]["uid"]
+        since = self._dropping.setdefault(uid, now)
+        due = since + self.faults.platform("finalizer_delay_s")
+        if now < due:
+            self._timer(due)
+            return
+        ns, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
+        new = self.store.mutate(self.wl_t, ns, name, lambda o: o["metadata"].update(
+            finalizers=[f for f in o["metadata"].get("finalizers") or [] if f != FINALIZER]))
+        self._dropping.pop(uid, None)
+        if new is None or self.store.find(self.wl_t, ns, name) is None:
+            self._wls.pop((ns, name), None)
+        else:
+            self._wls[(ns, name)] = new
+
+    # --- workload controller (core/workload_controller.go) --------------------------
+    def _reconcile_workload(self, wl: dict, now: float, lqs: dict, cqs: dict, inactive: set) -> None:
+        if wl["metadata"].get("deletionTimestamp"):
+            return
+        requeued = condition(wl, "Requeued")
+        if requeued and requeued["status"] == "False" and requeued["reason"] in ("PodsReadyTimeout", "AdmissionCheck"):
+            at = self._requeue_deadline(wl, now)
+            if at is not None and now < at:
+                self._timer(at)
+                return
+
+            def finished(o):
+                (o["status"].get("requeueState") or {}).pop("requeueAt", None)
+                _set(o, "Requeued", "True", "BackoffFinished", "The workload backoff was finished")
+            self._requeue_at.pop(wl["metadata"]["uid"], None)
+            self._write_status(wl, finished)
+            return
+        if is_true(wl, "QuotaReserved"):
+            self._pods_ready_timeout(wl, now)
+            return
+        queue = wl["spec"].get("queueName", "")
+        lq = lqs.get((wl["metadata"]["namespace"], queue))
+        message = None
+        if lq is None:
+            message = f"LocalQueue {queue} doesn't exist"
+        else:
+            cq = (lq.get("spec") or {}).get("clusterQueue")
+            if cq not in cqs:
+                message = f"ClusterQueue {cq} doesn't exist"
+            elif cq in inactive:
+                message = f"ClusterQueue {cq} is inactive"
+        if message:
+            current = condition(wl, "QuotaReserved")
+            if not current or (current["status"], current["reason"], current["message"]) != ("False", "Inadmissible", message):
+                self._write_status(wl, lambda o: _unset_quota_reservation(o, "Inadmissible", message))
+
+    def _requeue_deadline(self, wl: dict, now: float) -> float | None:
+        uid = wl["metadata"]["uid"]
+        if uid not in self._requeue_at:
+            at = _epoch(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
+            if at is None:
+                return None
+            self._requeue_at[uid] = now + (at - time.time())
+        return self._requeue_at[uid]
+
+    def _pods_ready_timeout(self, wl: dict, now: float) -> None:
+        """reconcileNotReadyTimeout: an admitted Workload whose pods are not ready in time is evicted."""
+        if wl["spec"].get("active") is False or is_true(wl, "Evicted") or not is_true(wl, "Admitted"):
+            return
+        pods_ready = condition(wl, "PodsReady")
+        if pods_ready and (pods_ready["status"] == "True" or pods_ready["reason"] not in ("WaitForStart", "PodsReady")):
+            return  # ready, or waiting for recovery (no recoveryTimeout in RHOAI's config)
+        uid = wl["metadata"]["uid"]
+        due = self._admitted_at.setdefault(uid, now) + self.faults.platform("pods_ready_timeout_s")
+        if now < due:
+            self._timer(due)
+            return
+        ns, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
+        count = int(((wl.get("status") or {}).get("requeueState") or {}).get("count") or 0) + 1
+        base = self.faults.platform("requeue_backoff_base_s")
+        backoff = min(base * 2 ** (count - 1) * (1 + random.uniform(0, BACKOFF_JITTER)), BACKOFF_MAX_S)
+        message = f"Exceeded the PodsReady timeout {ns}/{name}"
+
+        def evict(o):
+            o["status"]["requeueState"] = {"count": count, "requeueAt": _rfc3339(time.time() + backoff)}
+            _set(o, "Evicted", "True", "PodsReadyTimeout", message)
+        if self._write_status(wl, evict) is None:
+            return
+        self._requeue_at[uid] = now + backoff
+        record_event(self.store, self.registry, wl, "Normal", "EvictedDueToPodsReadyTimeout", message,
+                     WORKLOAD_CONTROLLER)
+
+    # --- scheduler (scheduler/scheduler.go) -------------------------------------------
+    def _schedule(self, now, lqs, cqs, inactive, flavors, namespaces) -> dict[str, dict]:
+        """Admit pending Workloads; returns each ClusterQueue's usage per (flavor, resource)."""
+        usage: dict[str, dict[tuple[str, str], Fraction]] = {name: {} for name in cqs}
         pending: dict[str, list[dict]] = {name: [] for name in cqs}
-        for wl in workloads:
+        for wl in self._wls.values():
             admission = (wl.get("status") or {}).get("admission")
-            if admission:
-                cq = admission["clusterQueue"]
-                for k, v in self._usage(wl).items():
-                    usage.setdefault(cq, {})[k] = usage.setdefault(cq, {}).get(k, Fraction(0)) + v
+            if is_true(wl, "QuotaReserved") and admission:  # the cache counts what the admission recorded
+                used = usage.setdefault(admission["clusterQueue"], {})
+                for psa in admission.get("podSetAssignments") or []:
+                    for res, q in (psa.get("resourceUsage") or {}).items():
+                        key = ((psa.get("flavors") or {}).get(res, ""), res)
+                        used[key] = used.get(key, Fraction(0)) + quantity.parse(q)
                 continue
-            lq = queues.get((wl["metadata"]["namespace"], wl["spec"]["queueName"]))
-            if lq is None:
-                self._pending(wl, "Inadmissible", f"LocalQueue {wl['spec']['queueName']} doesn't exist")
-                continue
-            cq_name = (lq.get("spec") or {}).get("clusterQueue")
-            if cq_name not in cqs:
-                self._pending(wl, "Inadmissible", f"ClusterQueue {cq_name} doesn't exist")
+            lq = lqs.get((wl["metadata"]["namespace"], wl["spec"].get("queueName", "")))
+            cq_name = ((lq or {}).get("spec") or {}).get("clusterQueue")
+            if lq is None or cq_name not in cqs or cq_name in inactive or wl["metadata"].get("deletionTimestamp") \
+                    or wl["spec"].get("active") is False or not self._backoff_expired(wl, now):
                 continue
             pending[cq_name].append(wl)
         for cq_name, cq in cqs.items():
             strict = (cq.get("spec") or {}).get("queueingStrategy") == "StrictFIFO"
-            for wl in sorted(pending[cq_name], key=lambda w: (-(w["spec"].get("priority") or 0),
-                                                              w["metadata"]["creationTimestamp"],
-                                                              int(w["metadata"]["resourceVersion"]))):
+            for wl in sorted(pending[cq_name], key=self._queue_order):
                 owner = (wl["metadata"].get("ownerReferences") or [{}])[0].get("name", "")
                 if self.faults.for_cluster(owner).get("never_admit"):
-                    self._pending(wl, "Pending", "couldn't assign flavors to pod set head: the sandbox holds this "
-                                                 "workload in the queue (fault never_admit)")
+                    self._pending(wl, "couldn't assign flavors to pod set head: the sandbox holds this workload "
+                                      "in the queue (fault never_admit)")
                     if strict:
                         break
                     continue
-                flavors, message = self._fit(cq, wl, usage[cq_name])
-                if flavors is None:
-                    self._pending(wl, "Pending", message)
+                if not selector_matches((cq.get("spec") or {}).get("namespaceSelector"),
+                                        namespaces.get(wl["metadata"]["namespace"])):
+                    self._pending(wl, "Workload namespace doesn't match ClusterQueue selector")
+                    continue  # never blocks a StrictFIFO queue (queue/cluster_queue.go requeueIfNotPresent)
+                assigned, message = assign_flavors(cq, wl, usage[cq_name], flavors)
+                if assigned is None:
+                    self._pending(wl, message)
                     if strict:
                         break
                     continue
-                for k, v in self._usage(wl).items():
-                    usage[cq_name][k] = usage[cq_name].get(k, Fraction(0)) + v
-                self._admit_one(wl, cq_name, flavors)
-        # Status from one fresh listing, after this pass's admissions.
-        fresh, _ = self.store.list(self.wl_t)
-        for cq_name, cq in cqs.items():
-            self._cq_status(cq, usage[cq_name], fresh, queues)
-        for lq in queues.values():
-            self._lq_status(lq, cqs.get((lq.get("spec") or {}).get("clusterQueue")), fresh)
+                for ps in assigned:
+                    for res, val in ps["usage"].items():
+                        key = (ps["flavors"][res], res)
+                        usage[cq_name][key] = usage[cq_name].get(key, Fraction(0)) + val
+                self._admit(wl, cq_name, assigned, now)
+        return usage
 
-    def _usage(self, wl: dict) -> dict[str, Fraction]:
-        total: dict[str, Fraction] = {}
-        for ps in wl["spec"]["podSets"]:
-            for k, v in pod_requests(ps.get("template")).items():
-                total[k] = total.get(k, Fraction(0)) + v * ps.get("count", 1)
-        return total
-
-    def _fit(self, cq: dict, wl: dict, used: dict[str, Fraction]) -> tuple[dict | None, str]:
-        """Assign the first flavor whose unused quota covers each resource, pod set by
-        pod set (usage accumulates across pod sets, as Kueue's assigner does)."""
-        quotas: dict[str, list[tuple[str, Fraction]]] = {}
-        for group in (cq.get("spec") or {}).get("resourceGroups") or []:
-            for flavor in group.get("flavors") or []:
-                for res in flavor.get("resources") or []:
-                    quotas.setdefault(res["name"], []).append((flavor["name"], quantity.parse(res["nominalQuota"])))
-        assumed: dict[str, Fraction] = {}
-        flavors: dict[str, str] = {}
-        for ps in wl["spec"]["podSets"]:
-            if ps.get("count", 1) == 0:
-                continue
-            req = {k: v * ps.get("count", 1) for k, v in pod_requests(ps.get("template")).items() if v}
-            reasons = []
-            for res, val in req.items():
-                if res not in quotas:
-                    reasons.append(f"resource {res} unavailable in ClusterQueue")
-                    continue
-                flavor, nominal = quotas[res][0]
-                total = assumed.get(res, Fraction(0)) + val
-                available = nominal - used.get(res, Fraction(0))
-                if total > nominal:
-                    reasons.append(f"insufficient quota for {res} in flavor {flavor}, request > maximum capacity "
-                                   f"({quantity.fmt(res, total)} > {quantity.fmt(res, nominal)})")
-                elif total > available:
-                    reasons.append(f"insufficient unused quota for {res} in flavor {flavor}, "
-                                   f"{quantity.fmt(res, total - available)} more needed")
-                else:
-                    flavors[res] = flavor
-            if reasons:
-                return None, f"couldn't assign flavors to pod set {ps['name']}: {', '.join(reasons)}"
-            for res, val in req.items():
-                assumed[res] = assumed.get(res, Fraction(0)) + val
-        return flavors, ""
-
-    def _pending(self, wl: dict, reason: str, message: str) -> None:
-        conds = (wl.get("status") or {}).get("conditions") or []
-        current = next((c for c in conds if c["type"] == "QuotaReserved"), None)
-        if current and current["status"] == "False" and current["message"] == message:
-            return
-
-        def fn(obj):
-            status = obj.setdefault("status", {})
-            status["conditions"] = set_condition(status.get("conditions"), "QuotaReserved", "False", reason, message)
-        self.store.mutate(self.wl_t, wl["metadata"]["namespace"], wl["metadata"]["name"], fn, subresource="status")
-        record_event(self.store, self.registry, wl, "Normal" if reason == "Pending" else "Warning", reason, message,
-                     "kueue-admission")
-
-    def _admit_one(self, wl: dict, cq_name: str, flavors: dict) -> None:
-        ns, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
-
-        def fn(obj):
-            status = obj.setdefault("status", {})
-            status["admission"] = {"clusterQueue": cq_name, "podSetAssignments": [
-                {"name": ps["name"], "count": ps.get("count", 1),
-                 "flavors": dict(flavors),
-                 "resourceUsage": {k: quantity.fmt(k, v * ps.get("count", 1))
-                                   for k, v in pod_requests(ps.get("template")).items()}}
-                for ps in obj["spec"]["podSets"]]}
-            conds = set_condition(status.get("conditions"), "QuotaReserved", "True", "QuotaReserved",
-                                  f"Quota reserved in ClusterQueue {cq_name}")
-            status["conditions"] = set_condition(conds, "Admitted", "True", "Admitted", "The workload is admitted")
-        admitted = self.store.mutate(self.wl_t, ns, name, fn, subresource="status")
-        if admitted is None:
-            return
-        record_event(self.store, self.registry, admitted, "Normal", "QuotaReserved",
-                     f"Quota reserved in ClusterQueue {cq_name}", "kueue-admission")
-        record_event(self.store, self.registry, admitted, "Normal", "Admitted",
-                     f"Admitted by ClusterQueue {cq_name}", "kueue-admission")
-        owner = (wl["metadata"].get("ownerReferences") or [{}])[0].get("name")
-        if owner:
-            self.store.mutate(self.rc_t, ns, owner, lambda rc: rc.setdefault("spec", {}).update(suspend=False))
+    def _backoff_expired(self, wl: dict, now: float) -> bool:
+        """queue.ClusterQueue.backoffWaitingTimeExpired."""
+        requeued = condition(wl, "Requeued")
+        if requeued and requeued["status"] == "False":
+            return False
+        at = self._requeue_deadline(wl, now)
+        return at is None or now >= at
 
     @staticmethod
-    def _flavor_usage(cq: dict | None, used: dict[str, Fraction], borrowed: bool) -> list[dict]:
-        """Per flavor and covered resource, the quantity in use, as Kueue reports it."""
-        flavors = []
-        for group in ((cq or {}).get("spec") or {}).get("resourceGroups") or []:
-            for flavor in group.get("flavors") or []:
-                flavors.append({"name": flavor["name"], "resources": [
-                    {"name": r["name"], "total": quantity.fmt(r["name"], used.get(r["name"], Fraction(0))),
-                     **({"borrowed": "0"} if borrowed else {})}
-                    for r in flavor.get("resources") or []]})
-        return flavors
+    def _queue_order(wl: dict):
+        """Priority, then workload.Ordering.GetQueueOrderTimestamp (eviction time after a PodsReady
+        timeout, requeuingStrategy.timestamp Eviction), then creation."""
+        evicted = condition(wl, "Evicted")
+        ts = evicted["lastTransitionTime"] if evicted and evicted["status"] == "True" \
+            and evicted["reason"] == "PodsReadyTimeout" else wl["metadata"]["creationTimestamp"]
+        return -(wl["spec"].get("priority") or 0), ts, wl["metadata"]["creationTimestamp"], int(wl["metadata"]["resourceVersion"])
 
-    def _cq_status(self, cq: dict, used: dict[str, Fraction], workloads: list[dict], queues: dict) -> None:
+    def _pending(self, wl: dict, message: str) -> None:
+        """requeueAndUpdate: QuotaReserved False/Pending with the reason, and a Warning `Pending` event
+        (the sandbox retries every pass, so it writes only when the message changes)."""
+        current = condition(wl, "QuotaReserved")
+        if current and (current["status"], current["reason"], current["message"]) == ("False", "Pending", message):
+            return
+        if self._write_status(wl, lambda o: _unset_quota_reservation(o, "Pending", message)) is not None:
+            record_event(self.store, self.registry, wl, "Warning", "Pending", message[:1021] + "..."
+                         if len(message) > 1024 else message, SCHEDULER)
+
+    def _admit(self, wl: dict, cq_name: str, assigned: list[dict], now: float) -> None:
+        """workload.SetQuotaReservation + SyncAdmittedCondition (no admission checks)."""
+        admission = {"clusterQueue": cq_name, "podSetAssignments": [
+            {"name": ps["name"], "count": ps["count"], "flavors": dict(sorted(ps["flavors"].items())),
+             "resourceUsage": {k: quantity.fmt(k, v) for k, v in sorted(ps["usage"].items())}}
+            for ps in assigned]}
+
+        def fn(o):
+            o["status"]["admission"] = admission
+            _set(o, "QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq_name}")
+            for type_ in ("Evicted", "Preempted"):
+                old = condition(o, type_)
+                if old:
+                    old.update(status="False", reason="QuotaReserved", message="Previously: " + old["message"],
+                               lastTransitionTime=_rfc3339(time.time()))
+            _set(o, "Admitted", "True", "Admitted", "The workload is admitted")
+        admitted = self._write_status(wl, fn)
+        if admitted is None:
+            return
+        self._admitted_at[wl["metadata"]["uid"]] = now
+        requeued = condition(wl, "Requeued")
+        queued_since = _epoch(requeued["lastTransitionTime"] if requeued else wl["metadata"]["creationTimestamp"])
+        waited = max(0.0, time.time() - (queued_since or time.time()))
+        record_event(self.store, self.registry, admitted, "Normal", "QuotaReserved",
+                     f"Quota reserved in ClusterQueue {cq_name}, wait time since queued was {waited:.0f}s", SCHEDULER)
+        record_event(self.store, self.registry, admitted, "Normal", "Admitted",
+                     f"Admitted by ClusterQueue {cq_name}, wait time since reservation was 0s", SCHEDULER)
+
+    # --- queue status --------------------------------------------------------------
+    @staticmethod
+    def _flavor_usage(cq: dict | None, used: dict[tuple[str, str], Fraction], borrowed: bool) -> list[dict]:
+        """Per flavor and covered resource, the quantity in use, as Kueue reports it."""
+        return [{"name": name, "resources": [
+            {"name": res, "total": quantity.fmt(res, used.get((name, res), Fraction(0))),
+             **({"borrowed": "0"} if borrowed else {})} for res in quotas]}
+            for group in resource_groups(cq or {}) for name, quotas in group["flavors"]]
+
+    @staticmethod
+    def _reserving(w: dict) -> bool:
+        return is_true(w, "QuotaReserved") and bool((w.get("status") or {}).get("admission"))
+
+    def _cq_status(self, cq: dict, used: dict, workloads: list[dict], lqs: dict, missing: list[str]) -> None:
         name = cq["metadata"]["name"]
-        admitted = [w for w in workloads if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") == name]
-        pending = sum(1 for w in workloads if not (w.get("status") or {}).get("admission")
-                      and ((queues.get((w["metadata"]["namespace"], w["spec"]["queueName"])) or {}).get("spec") or {})
+        reserving = [w for w in workloads if self._reserving(w) and w["status"]["admission"]["clusterQueue"] == name]
+        pending = sum(1 for w in workloads if not self._reserving(w) and not is_true(w, "Finished")
+                      and ((lqs.get((w["metadata"]["namespace"], w["spec"].get("queueName"))) or {}).get("spec") or {})
                       .get("clusterQueue") == name)
+        if missing:  # cache/clusterqueue.go inactiveReason; Go prints the slice as [a b]
+            active = ("False", "FlavorNotFound",
+                      f"Can't admit new workloads: references missing ResourceFlavor(s): [{' '.join(missing)}].")
+        else:
+            active = ("True", "Ready", "Can admit new workloads")
         flavors = self._flavor_usage(cq, used, borrowed=True)
         status = {"flavorsReservation": flavors, "flavorsUsage": flavors, "pendingWorkloads": pending,
-                  "reservingWorkloads": len(admitted), "admittedWorkloads": len(admitted),
-                  "conditions": set_condition((cq.get("status") or {}).get("conditions"), "Active", "True", "Ready",
-                                              "Can admit new workloads")}
+                  "reservingWorkloads": len(reserving),
+                  "admittedWorkloads": sum(1 for w in reserving if is_true(w, "Admitted")),
+                  "conditions": set_condition((cq.get("status") or {}).get("conditions"), "Active", *active)}
         if cq.get("status") != status:
             self.store.mutate(self.cq_t, None, name, lambda o: o.update(status=status), subresource="status")
 
-    def _lq_status(self, lq: dict, cq: dict | None, workloads: list[dict]) -> None:
+    def _lq_status(self, lq: dict, cq: dict | None, cq_inactive: bool, workloads: list[dict]) -> None:
         ns, name = lq["metadata"]["namespace"], lq["metadata"]["name"]
-        wls = [w for w in workloads if w["metadata"]["namespace"] == ns and w["spec"]["queueName"] == name]
-        admitted = [w for w in wls if (w.get("status") or {}).get("admission")]
-        used: dict[str, Fraction] = {}
-        for w in admitted:
-            for k, v in self._usage(w).items():
-                used[k] = used.get(k, Fraction(0)) + v
+        wls = [w for w in workloads if w["metadata"]["namespace"] == ns and w["spec"].get("queueName") == name]
+        reserving = [w for w in wls if self._reserving(w)]
+        used: dict[tuple[str, str], Fraction] = {}
+        for w in reserving:
+            for psa in w["status"]["admission"].get("podSetAssignments") or []:
+                for res, q in (psa.get("resourceUsage") or {}).items():
+                    key = ((psa.get("flavors") or {}).get(res, ""), res)
+                    used[key] = used.get(key, Fraction(0)) + quantity.parse(q)
         flavors = self._flavor_usage(cq, used, borrowed=False)
-        active = cq is not None
-        status = {"pendingWorkloads": len(wls) - len(admitted), "reservingWorkloads": len(admitted),
-                  "admittedWorkloads": len(admitted), "flavorsReservation": flavors, "flavorUsage": flavors,
+        if cq is None:  # core/localqueue_controller.go
+            active = ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
+        elif cq_inactive:
+            active = ("False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
+        else:
+            active = ("True", "Ready", "Can submit new workloads to localQueue")
+        status = {"pendingWorkloads": len(wls) - len(reserving), "reservingWorkloads": len(reserving),
+                  "admittedWorkloads": sum(1 for w in reserving if is_true(w, "Admitted")),
+                  "flavorsReservation": flavors, "flavorUsage": flavors,
                   "flavors": [{"name": f["name"], "resources": [r["name"] for r in f["resources"]]} for f in flavors],
-                  "conditions": set_condition((lq.get("status") or {}).get("conditions"), "Active",
-                                              "True" if active else "False", "Ready" if active else "ClusterQueueDoesNotExist",
-                                              "Can submit new workloads to localQueue" if active
-                                              else "Can't submit new workloads to clusterQueue")}
+                  "conditions": set_condition((lq.get("status") or {}).get("conditions"), "Active", *active)}
         if lq.get("status") != status:
             self.store.mutate(self.lq_t, ns, name, lambda o: o.update(status=status), subresource="status")

@@ -42,9 +42,16 @@ def test_third_cluster_is_held_until_quota_frees(box, sbx, sdk_auth):
     third.up()
     held = eventually(lambda: (c := cond(workload_of(co, "quota-c"), "QuotaReserved")) and c["status"] == "False" and c, 20,
                       what="quota-c's Workload to report why it waits")
-    assert held["reason"] == "Pending"
-    assert held["message"].startswith("couldn't assign flavors to pod set head: insufficient unused quota for cpu in "
-                                      "flavor default-flavor, 1 more needed")
+    # Kueue reports every short pod set: the head, and the worker group (cpu and, as `pods` is covered, pods)
+    message = ("couldn't assign flavors to pod set head: insufficient unused quota for cpu in flavor default-flavor, "
+               "1 more needed; couldn't assign flavors to pod set small-group-quota-c: insufficient unused quota for cpu "
+               "in flavor default-flavor, 3 more needed, insufficient unused quota for pods in flavor default-flavor, "
+               "1 more needed")
+    assert (held["reason"], held["message"]) == ("Pending", message)
+    v1 = k8s.CoreV1Api(sbx.api_client())
+    wl_name = workload_of(co, "quota-c")["metadata"]["name"]
+    assert ("Warning", "Pending", message) in {(e.type, e.reason, e.message) for e in v1.list_namespaced_event(
+        "sandbox", field_selector=f"involvedObject.name={wl_name}").items}
     rc = eventually(lambda: (r := co.get_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "quota-c"))
                     .get("status", {}).get("state") == "suspended" and r, 10, what="KubeRay to report quota-c suspended")
     assert rc["spec"]["suspend"] is True
@@ -52,13 +59,13 @@ def test_third_cluster_is_held_until_quota_frees(box, sbx, sdk_auth):
     cq = co.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", "cluster-queue")["status"]
     assert cq["pendingWorkloads"] == 1 and cq["admittedWorkloads"] == 2
     assert {r["name"]: r["total"] for r in cq["flavorsUsage"][0]["resources"]}["cpu"] == "8"
-    v1 = k8s.CoreV1Api(sbx.api_client())
     assert v1.list_namespaced_pod("sandbox", label_selector="ray.io/cluster=quota-c").items == []
 
-    clusters["quota-a"].down()
+    clusters["quota-a"].down()  # its Workload holds the quota until Kueue drops the finalizer
     eventually(lambda: (c := cond(workload_of(co, "quota-c"), "Admitted")) and c["status"] == "True", 30,
                what="quota-c to be admitted once quota-a is gone")
-    rc = co.get_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "quota-c")
-    assert rc["spec"]["suspend"] is False
+    # then Kueue's job reconciler starts the admitted cluster
+    eventually(lambda: co.get_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "quota-c")["spec"]
+               ["suspend"] is False, 10, what="Kueue to unsuspend quota-c")
     eventually(lambda: v1.list_namespaced_pod("sandbox", label_selector="ray.io/cluster=quota-c").items, 20,
                what="quota-c's pods")

@@ -1,0 +1,100 @@
+"""Kueue in the running sandbox: waitForPodsReady eviction and requeue (real Ray at the end), and a
+deleted cluster's Workload holding its quota until Kueue drops the finalizer (no Ray)."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import watch
+
+from tests.helpers import eventually, raycluster
+
+NS = "sandbox"
+KUEUE = ("kueue.x-k8s.io", "v1beta1", NS, "workloads")
+
+
+def workload_of(co, name):
+    return next((w for w in co.list_namespaced_custom_object(*KUEUE)["items"]
+                 if w["metadata"]["ownerReferences"][0]["name"] == name), None)
+
+
+def cond(wl, type_):
+    return next((c for c in ((wl or {}).get("status") or {}).get("conditions", []) if c["type"] == type_), None)
+
+
+def ray_cluster(co, name):
+    return co.get_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", name)
+
+
+def events_about(v1, name):
+    return {(e.type, e.reason, e.message) for e in v1.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items}
+
+
+@pytest.mark.ray
+def test_cluster_not_ready_in_time_is_evicted_requeued_and_ready_on_a_later_try(sbx):
+    # Pods stay ContainerCreating 8 s, longer than a 3 s PodsReady timeout.
+    sbx.set_faults({"platform": {"pods_ready_timeout_s": 3, "requeue_backoff_base_s": 2},
+                    "clusters": {"slowpoke": {"slow_start": 8}}})
+    api = sbx.api_client()
+    co, v1 = k8s.CustomObjectsApi(api), k8s.CoreV1Api(api)
+    co.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", raycluster("slowpoke", workers=0, memory="2Gi"))
+    wl = eventually(lambda: (w := workload_of(co, "slowpoke")) and (c := cond(w, "Requeued")) and c["status"] == "False" and w,
+                    30, what="slowpoke's Workload to be evicted and released")
+    name = wl["metadata"]["name"]
+    message = f"Exceeded the PodsReady timeout {NS}/{name}"
+    evicted = cond(wl, "Evicted")
+    assert (evicted["status"], evicted["reason"], evicted["message"]) == ("True", "PodsReadyTimeout", message)
+    assert (cond(wl, "QuotaReserved")["reason"], cond(wl, "QuotaReserved")["message"]) == ("Pending", message)
+    assert cond(wl, "Requeued")["reason"] == "PodsReadyTimeout" and "admission" not in wl["status"]
+    assert wl["status"]["requeueState"]["count"] == 1
+    assert ("Normal", "EvictedDueToPodsReadyTimeout", message) in events_about(v1, name)
+    assert ("Normal", "Stopped", message) in events_about(v1, "slowpoke")
+    assert ray_cluster(co, "slowpoke")["spec"]["suspend"] is True
+    eventually(lambda: ray_cluster(co, "slowpoke").get("status", {}).get("state") == "suspended"
+               and not v1.list_namespaced_pod(NS, label_selector="ray.io/cluster=slowpoke").items, 30,
+               what="KubeRay to delete the evicted cluster's pods")
+
+    # A later try whose pods start well within the timeout: readmitted after the backoff, then ready.
+    sbx.set_faults({"platform": {"pods_ready_timeout_s": 90, "requeue_backoff_base_s": 2},
+                    "clusters": {"slowpoke": {"slow_start": 1}}})
+    eventually(lambda: ray_cluster(co, "slowpoke").get("status", {}).get("state") == "ready", 120,
+               what="slowpoke to be ready on a later try")
+    wl = eventually(lambda: (w := workload_of(co, "slowpoke")) and (c := cond(w, "PodsReady")) and c["status"] == "True" and w,
+                    20, what="Kueue to mark the Workload's pods ready")
+    assert cond(wl, "PodsReady")["reason"] == "Started" and cond(wl, "Admitted")["status"] == "True"
+    assert (cond(wl, "Requeued")["status"], cond(wl, "Requeued")["reason"]) == ("True", "BackoffFinished")
+    assert cond(wl, "Evicted")["status"] == "False" and cond(wl, "Evicted")["message"] == "Previously: " + message
+    assert wl["status"]["requeueState"]["count"] >= 1
+    assert ("Normal", "Started", "Admitted by clusterQueue cluster-queue") in events_about(v1, "slowpoke")
+
+
+def test_deleted_cluster_holds_its_quota_until_kueue_drops_the_workload_finalizer(sbx):
+    # slow_start keeps Ray from starting: only Kueue matters here.
+    sbx.set_faults({"platform": {"finalizer_delay_s": 1.5}, "clusters": {"hold-*": {"slow_start": 600}}})
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    co.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", raycluster("hold-a", cpu="4"))  # 8 of 9 cpu
+    first = eventually(lambda: (w := workload_of(co, "hold-a")) and (c := cond(w, "Admitted")) and c["status"] == "True" and w,
+                       20, what="hold-a to be admitted")
+    co.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", raycluster("hold-b", cpu="1"))
+    second = eventually(lambda: (w := workload_of(co, "hold-b")) and (c := cond(w, "QuotaReserved")) and c["status"] == "False"
+                        and w, 20, what="hold-b to wait for quota")
+    since = co.list_namespaced_custom_object(*KUEUE)["metadata"]["resourceVersion"]
+    co.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", "hold-a")
+    eventually(lambda: (c := cond(workload_of(co, "hold-b"), "Admitted")) and c["status"] == "True", 30,
+               what="hold-b to be admitted once hold-a's Workload is gone")
+
+    # Replay what happened to the two Workloads since the delete, in the apiserver's order.
+    seen = []
+    w = watch.Watch()
+    for ev in w.stream(co.list_namespaced_custom_object, *KUEUE, resource_version=since, timeout_seconds=5):
+        obj = ev["object"]
+        seen.append((ev["type"], obj["metadata"]["name"], bool(obj["metadata"].get("deletionTimestamp")),
+                     tuple(obj["metadata"].get("finalizers") or ()), (cond(obj, "Admitted") or {}).get("status")))
+        if obj["metadata"]["name"] == second["metadata"]["name"] and seen[-1][-1] == "True":
+            w.stop()
+    a, b = first["metadata"]["name"], second["metadata"]["name"]
+    terminating = seen.index(next(s for s in seen if s[1] == a and s[2]))
+    gone = seen.index(("DELETED", a, True, (), "True"))
+    admitted_b = seen.index(next(s for s in seen if s[1] == b and s[4] == "True"))
+    assert seen[terminating][3] == ("kueue.x-k8s.io/resource-in-use",) and seen[terminating][4] == "True"
+    assert terminating < gone < admitted_b  # the quota came free only when the Workload was gone
