@@ -155,7 +155,8 @@ def _paths(rt: ResourceType, obj: str | None, lst: str | None) -> dict[str, dict
     ns = "/namespaces/{namespace}" if rt.namespaced else ""
     coll = f"{base}{ns}/{rt.plural}"
     item = coll + "/{name}"
-    verbs = set(getattr(rt, "verbs", None) or ALL_VERBS)
+    # access and token reviews are create-only (kube-apiserver serves only POST for them)
+    verbs = set(getattr(rt, "verbs", None) or (["create"] if rt.kind.endswith("Review") else ALL_VERBS))
     gvk = {"group": rt.group, "kind": rt.kind, "version": rt.version}
     builtin = rt.builtin
     scope = "Namespaced" if rt.namespaced else ""

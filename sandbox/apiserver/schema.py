@@ -24,6 +24,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from . import errors
+
 _TYPE_NAMES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
                float: "number", type(None): "null"}
 # Go's json names the JSON value it could not store (encoding/json UnmarshalTypeError.Value).
@@ -345,3 +347,46 @@ def _fits(value, schema: dict) -> bool:
     errs: list = []
     _Validator(errs, False).walk(value, schema, "")
     return not errs
+
+
+# --- what the server answers ---------------------------------------------------------
+
+def _schema_of(rt) -> dict | None:
+    from .resources import builtin_schema
+    return rt.schema if rt.schema is not None else builtin_schema(rt.group, rt.version, rt.kind)
+
+
+def decode_fields(rt, obj: dict, query: dict, duplicates=(), patch: bool = False) -> tuple[list[str], list]:
+    """Decode a create/update/patch result of type `rt` as kube-apiserver v1.31: returns (Warning
+    texts, 422 causes) or raises the 400 the decoder answers.
+
+    fieldValidation: absent or Warn (the apiserver's default since v1.23) warns per unknown or
+    duplicate field, Ignore drops them silently, Strict answers 400 "strict decoding error"
+    (for a create or update wrapped as "<Kind> in version ... cannot be handled as a <Kind>: ...",
+    as handlers/rest.go transformDecodeError words it; a patch's plainly)."""
+    sch = _schema_of(rt)
+    if sch is None:
+        return [], []
+    mode = (query.get("fieldValidation") or [""])[0] or "Warn"
+    found = check(obj, sch, builtin=rt.builtin)
+    handled = f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+    if found.decode_error:
+        raise errors.bad_request(handled + found.decode_error)
+    strict = found.strict_errors(list(duplicates))
+    if strict and mode == "Strict":
+        raise errors.bad_request(("" if patch else handled) + "strict decoding error: " + ", ".join(strict))
+    return (strict if mode == "Warn" else []), found.errors
+
+
+def refuse_undeclared(rt, body: dict, name: str, namespace: str | None) -> None:
+    """Server-side apply refuses fields the schema lacks, whatever fieldValidation says: the
+    apply patch is converted to a typed object first (k8s.io/apimachinery v0.31
+    managedfields/internal/structuredmerge.go), and that plain error is a 500 with no reason."""
+    sch = _schema_of(rt)
+    if sch is None:
+        return
+    unknown = check(copy.deepcopy(body), sch, builtin=rt.builtin).unknown
+    if unknown:
+        gvk = f"{rt.api_version if rt.group else '/' + rt.version}, Kind={rt.kind}"
+        where = "\n".join(f".{p}: field not declared in schema" for p in unknown)
+        raise errors.ApiError(500, "", f"failed to create typed patch object ({namespace or ''}/{name}; {gvk}): {where}")

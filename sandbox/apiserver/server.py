@@ -10,7 +10,6 @@ provided by the simulators.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import threading
@@ -26,7 +25,7 @@ from . import errors, openapi, patch, protobuf, schema, tables
 from .errors import ApiError
 from .http import HttpServer, reset_connection
 from .rbac import DISCOVERY_PREFIXES, Authenticator, Identity
-from .resources import Registry, ResourceType, builtin_schema
+from .resources import Registry, ResourceType
 from .selectors import field_matcher, label_matcher
 from .store import Store, now_rfc3339
 
@@ -99,27 +98,13 @@ class ApiServer:
             plugin(op, rt, obj, old)
 
     def check_object(self, rt: ResourceType, obj: dict, name: str, query: dict, duplicates=(),
-                     patch: bool = False) -> list[str]:
+                     is_patch: bool = False) -> list[str]:
         """Decode against the schema as the apiserver does (sandbox/apiserver/schema.py: unknown
         fields pruned, CRD defaults applied), then validate names; returns the Warning texts.
 
         fieldValidation: absent or Warn (the apiserver's default since v1.23) warns per unknown or
         duplicate field, Ignore drops them silently, Strict answers 400 "strict decoding error"."""
-        mode = (query.get("fieldValidation") or [""])[0] or "Warn"
-        causes = []
-        warnings = []
-        sch = rt.schema if rt.schema is not None else builtin_schema(rt.group, rt.version, rt.kind)
-        if sch is not None:
-            found = schema.check(obj, sch, builtin=rt.builtin)
-            handled = f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
-            if found.decode_error:
-                raise errors.bad_request(handled + found.decode_error)
-            strict = found.strict_errors(list(duplicates))
-            if strict and mode == "Strict":
-                raise errors.bad_request(("" if patch else handled) + "strict decoding error: " + ", ".join(strict))
-            if mode == "Warn":
-                warnings = strict
-            causes += found.errors
+        warnings, causes = schema.decode_fields(rt, obj, query, duplicates, is_patch)
         meta = obj.get("metadata") or {}
         pattern = DNS1123_LABEL if rt.plural in LABEL_NAMED else DNS1123_SUBDOMAIN
         limit = 63 if rt.plural in LABEL_NAMED else 253
@@ -137,18 +122,6 @@ class ApiServer:
         if causes:
             raise errors.invalid(rt, name or meta.get("generateName", ""), causes)
         return warnings
-
-    def check_apply(self, rt: ResourceType, body: dict, name: str, namespace: str | None) -> None:
-        """Server-side apply refuses fields its schema lacks, whatever fieldValidation says
-        (k8s.io/apimachinery v0.31 managedfields structuredmerge: a plain error, so 500 Unknown)."""
-        sch = rt.schema if rt.schema is not None else builtin_schema(rt.group, rt.version, rt.kind)
-        if sch is None:
-            return
-        unknown = schema.check(copy.deepcopy(body), sch, builtin=rt.builtin).unknown
-        if unknown:
-            gvk = f"{rt.api_version if rt.group else '/' + rt.version}, Kind={rt.kind}"
-            where = "\n".join(f".{p}: field not declared in schema" for p in unknown)
-            raise errors.ApiError(500, "", f"failed to create typed patch object ({namespace or ''}/{name}; {gvk}): {where}")
 
     def require_namespace(self, rt: ResourceType, namespace: str | None) -> None:
         if rt.namespaced and namespace is not None:
@@ -452,7 +425,7 @@ class _Call:
                     raise errors.bad_request("PATCH, application/apply-patch+yaml requires fieldManager to be set")
                 if not isinstance(body, dict):
                     raise errors.bad_request("apply patch must be an object")
-                self.api.check_apply(rt, body, name, namespace)
+                schema.refuse_undeclared(rt, body, name, namespace)
                 if current is None:
                     # Server-side apply creates what does not exist yet.
                     meta = body.setdefault("metadata", {})
@@ -460,7 +433,7 @@ class _Call:
                     if rt.namespaced:
                         meta["namespace"] = namespace
                     self.api.require_namespace(rt, namespace)
-                    warnings = self.api.check_object(rt, body, name, query, patch=True)
+                    warnings = self.api.check_object(rt, body, name, query, is_patch=True)
                     self.api.admit("CREATE", rt, body, None)
                     _managed(body, manager, "Apply", rt.api_version)
                     self._send(201, store.create(rt, body), headers=_warning_headers(warnings))
@@ -484,7 +457,7 @@ class _Call:
                     raise errors.unsupported_media_type(ctype)
                 _managed(new, (query.get("fieldManager") or ["python-kubernetes"])[0], "Update", rt.api_version)
             new.setdefault("metadata", {})["name"] = name
-            warnings = self.api.check_object(rt, new, name, query, self._dups, patch=True)
+            warnings = self.api.check_object(rt, new, name, query, self._dups, is_patch=True)
             if sub != "status":
                 self.api.admit("UPDATE", rt, new, current)
             # A patch is applied to the latest version: no resourceVersion precondition
