@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 
 from .resources import ResourceType, core_definitions
 
@@ -482,7 +482,7 @@ def _cells(rt: ResourceType, obj: dict, now: float) -> tuple[list, list | None]:
     printer = _builtin_printer(rt)
     if printer is None:
         ts = _parse_time(obj["metadata"].get("creationTimestamp"))
-        created = datetime.utcfromtimestamp(ts).strftime("%Y-%m-%dT%H:%M:%SZ") if ts is not None else "0001-01-01T00:00:00Z"
+        created = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if ts is not None else "0001-01-01T00:00:00Z"
         return [obj["metadata"]["name"], created], None
     if rt.plural == "pods" and rt.group == "":
         return _pod_row(obj, now)
