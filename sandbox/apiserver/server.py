@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 import yaml
 from werkzeug.datastructures import EnvironHeaders
 
-from . import errors, patch, schema
+from . import errors, openapi, patch, protobuf, schema, tables
 from .errors import ApiError
 from .http import HttpServer, reset_connection
 from .rbac import DISCOVERY_PREFIXES, Authenticator, Identity
@@ -97,10 +97,15 @@ class ApiServer:
         for plugin in self.admission:
             plugin(op, rt, obj, old)
 
-    def check_object(self, rt: ResourceType, obj: dict, name: str, query: dict) -> list[str]:
-        """Validate names and schema; returns warnings (unknown fields pruned when not strict)."""
+    def check_object(self, rt: ResourceType, obj: dict, name: str, query: dict, duplicates=(),
+                     is_patch: bool = False) -> list[str]:
+        """Decode against the schema as the apiserver does (sandbox/apiserver/schema.py: unknown
+        fields pruned, CRD defaults applied), then validate names; returns the Warning texts.
+
+        fieldValidation: absent or Warn (the apiserver's default since v1.23) warns per unknown or
+        duplicate field, Ignore drops them silently, Strict answers 400 "strict decoding error"."""
+        warnings, causes = schema.decode_fields(rt, obj, query, duplicates, is_patch)
         meta = obj.get("metadata") or {}
-        causes = []
         pattern = DNS1123_LABEL if rt.plural in LABEL_NAMED else DNS1123_SUBDOMAIN
         limit = 63 if rt.plural in LABEL_NAMED else 253
         what = "RFC 1123 label" if rt.plural in LABEL_NAMED else "RFC 1123 subdomain"
@@ -114,15 +119,6 @@ class ApiServer:
                     causes.append((f"metadata.{key}", f'Invalid value: "{k}": values must be strings'))
                 elif key == "labels" and len(v) > 63:
                     causes.append(("metadata.labels", f'Invalid value: "{v}": must be no more than 63 characters'))
-        warnings = []
-        if rt.schema is not None:
-            mode = (query.get("fieldValidation") or ["Strict"])[0]
-            errs, unknown = schema.validate(obj, rt.schema, strict=(mode == "Strict"))
-            causes += errs
-            if unknown and mode != "Strict":
-                schema.prune(obj, unknown)
-                if mode == "Warn":
-                    warnings = [f'unknown field "{p}"' for p in unknown]
         if causes:
             raise errors.invalid(rt, name or meta.get("generateName", ""), causes)
         return warnings
@@ -159,6 +155,7 @@ class _Call:
         self._audit_id = f"{time.time_ns():x}"
         self._code = 0
         self._verb = self.method.lower()
+        self._dups: list[str] = []  # duplicate JSON fields of the body (strict field validation)
         self.response: tuple[int, list, object] | None = None
 
     # --- plumbing --------------------------------------------------------------
@@ -181,9 +178,16 @@ class _Call:
             return None
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
         try:
+            if ctype == protobuf.CONTENT_TYPE:
+                return protobuf.decode(raw)
             if ctype == "application/apply-patch+yaml":
                 return yaml.safe_load(raw)
-            return json.loads(raw)
+            obj, self._dups = schema.loads(raw)
+            return obj
+        except protobuf.Unsupported as exc:
+            raise errors.ApiError(415, "UnsupportedMediaType", f"the sandbox cannot decode this protobuf body: {exc}") from None
+        except protobuf.Malformed as exc:
+            raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from None
         except (ValueError, yaml.YAMLError) as exc:
             raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from None
 
@@ -231,6 +235,13 @@ class _Call:
     def _route(self, method: str, path: str, query: dict, who: Identity) -> str:
         reg = self.api.registry
         p = path.rstrip("/") or "/"
+        if method == "GET" and p.startswith("/openapi/"):
+            served = openapi.serve(reg, p, query, self.headers.get("Accept") or "")
+            if served is None:
+                raise errors.path_not_found()
+            code, body, ctype, headers = served
+            self._send(code, body, ctype, headers)
+            return "get"
         if method == "GET":
             doc = None
             if p == "/version":
@@ -305,7 +316,24 @@ class _Call:
             text = self.api.log_provider(namespace, name, {k: v[0] for k, v in query.items()}) if self.api.log_provider else ""
             self._send(200, text, "text/plain")
             return
-        self._send(200, self.api.store.get(rt, namespace, name))
+        obj = self.api.store.get(rt, namespace, name)
+        self._send(200, self._as_asked(rt, [obj], None, query) or obj)
+
+    def _as_asked(self, rt, objects, list_meta, query):
+        """A Table or PartialObjectMetadata(List) when the Accept header asks for one (kubectl get)."""
+        form = tables.negotiate(self.headers.get("Accept"))
+        if form is None:
+            return None
+        include = (query.get("includeObject") or [None])[0]
+        if not tables.valid_include(include):
+            raise errors.bad_request(f'unrecognized includeObject value: "{include}"')
+        if form[0] == "Table":
+            return tables.to_table(rt, objects, list_meta, include, form[1])
+        if form[0] == "PartialObjectMetadataList" and list_meta is None:
+            raise errors.ApiError(406, "NotAcceptable", "only PartialObjectMetadata may be returned for a single object")
+        if form[0] == "PartialObjectMetadata" and list_meta is not None:
+            raise errors.ApiError(406, "NotAcceptable", "you requested PartialObjectMetadata, but the requested object is a list")
+        return tables.partial(rt, objects, list_meta, form[1])
 
     def _list(self, rt, namespace, name, sub, query, who):
         items, rv = self.api.store.list(rt, namespace, self._matchers(query))
@@ -313,7 +341,7 @@ class _Call:
         meta = {"resourceVersion": rv}
         if limit and len(items) > limit:
             items = items[:limit]
-        self._send(200, {**self._list_kind(rt), "metadata": meta, "items": items})
+        self._send(200, self._as_asked(rt, items, meta, query) or {**self._list_kind(rt), "metadata": meta, "items": items})
 
     def _watch(self, rt, namespace, name, sub, query, who):
         match = self._matchers(query)
@@ -329,6 +357,10 @@ class _Call:
 
         def line(type_, obj):
             return json.dumps({"type": type_, "object": obj}).encode() + b"\n"
+
+        form = tables.negotiate(self.headers.get("Accept"))
+        if form is not None and form[0] == "Table":  # kubectl get -w: rows, headers first only
+            line = tables.WatchTables(rt, (query.get("includeObject") or [None])[0], form[1]).line
 
         def events():
             nonlocal last
@@ -356,7 +388,7 @@ class _Call:
         if not meta.get("name") and not meta.get("generateName"):
             raise errors.invalid(rt, "", [("metadata.name", "Required value: name or generateName is required")])
         self.api.require_namespace(rt, namespace)
-        warnings = self.api.check_object(rt, obj, meta.get("name") or "", query)
+        warnings = self.api.check_object(rt, obj, meta.get("name") or "", query, self._dups)
         self.api.admit("CREATE", rt, obj, None)
         _managed(obj, (query.get("fieldManager") or ["python-kubernetes"])[0], "Update", rt.api_version)
         if (query.get("dryRun") or [None])[0] == "All":
@@ -376,7 +408,7 @@ class _Call:
         if not rt.namespaced:
             meta.pop("namespace", None)
         old = self.api.store.get(rt, namespace, name)
-        warnings = self.api.check_object(rt, obj, name, query)
+        warnings = self.api.check_object(rt, obj, name, query, self._dups)
         if sub != "status":
             self.api.admit("UPDATE", rt, obj, old)
         self._send(200, self.api.store.update(rt, obj, subresource=sub), headers=_warning_headers(warnings))
@@ -393,6 +425,7 @@ class _Call:
                     raise errors.bad_request("PATCH, application/apply-patch+yaml requires fieldManager to be set")
                 if not isinstance(body, dict):
                     raise errors.bad_request("apply patch must be an object")
+                schema.refuse_undeclared(rt, body, name, namespace)
                 if current is None:
                     # Server-side apply creates what does not exist yet.
                     meta = body.setdefault("metadata", {})
@@ -400,7 +433,7 @@ class _Call:
                     if rt.namespaced:
                         meta["namespace"] = namespace
                     self.api.require_namespace(rt, namespace)
-                    warnings = self.api.check_object(rt, body, name, query)
+                    warnings = self.api.check_object(rt, body, name, query, is_patch=True)
                     self.api.admit("CREATE", rt, body, None)
                     _managed(body, manager, "Apply", rt.api_version)
                     self._send(201, store.create(rt, body), headers=_warning_headers(warnings))
@@ -424,7 +457,7 @@ class _Call:
                     raise errors.unsupported_media_type(ctype)
                 _managed(new, (query.get("fieldManager") or ["python-kubernetes"])[0], "Update", rt.api_version)
             new.setdefault("metadata", {})["name"] = name
-            warnings = self.api.check_object(rt, new, name, query)
+            warnings = self.api.check_object(rt, new, name, query, self._dups, is_patch=True)
             if sub != "status":
                 self.api.admit("UPDATE", rt, new, current)
             # A patch is applied to the latest version: no resourceVersion precondition
@@ -454,7 +487,9 @@ class _Call:
 def _warning_headers(warnings: list[str]) -> dict:
     if not warnings:
         return {}
-    return {"Warning": ", ".join(f'299 - "{w}"' for w in warnings)}
+    # RFC 7234 warn-text is a quoted-string: quotes and backslashes escaped (client-go unescapes)
+    quoted = (w.replace("\\", "\\\\").replace('"', '\\"') for w in warnings)
+    return {"Warning": ", ".join(f'299 - "{w}"' for w in quoted)}
 
 
 def _read_body(environ: dict) -> bytes:
