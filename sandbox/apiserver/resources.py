@@ -25,6 +25,7 @@ class ResourceType:
     subresources: tuple[str, ...] = ()
     short_names: tuple[str, ...] = ()
     schema: dict | None = field(default=None, compare=False, hash=False)
+    verbs: tuple[str, ...] = tuple(ALL_VERBS)  # ("create",): a review, answered and never stored
 
     @property
     def api_version(self) -> str:
@@ -56,6 +57,14 @@ CORE = [
     _core("configmaps", "ConfigMap", short=["cm"]),
     _core("events", "Event", short=["ev"]),
     _core("serviceaccounts", "ServiceAccount", short=["sa"]),
+    _core("nodes", "Node", namespaced=False, subresources=["status"], short=["no"]),
+]
+
+# Reviews: created to ask a question, answered at once, never stored (sandbox/apiserver/reviews.py).
+REVIEWS = [
+    ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False, verbs=("create",)),
+    ResourceType("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False, verbs=("create",)),
+    ResourceType("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False, verbs=("create",)),
 ]
 
 ROUTE = ResourceType("route.openshift.io", "v1", "routes", "Route", True, ("status",))
@@ -83,7 +92,7 @@ class Registry:
     """Lookup of served resource types by (group, version, plural)."""
 
     def __init__(self, openshift: bool = True):
-        types = list(CORE) + list(crd_types())
+        types = list(CORE) + list(crd_types()) + list(REVIEWS)
         if openshift:
             types.append(ROUTE)
         self.types = types
@@ -135,7 +144,7 @@ class Registry:
         resources = []
         for t in types:
             resources.append({"name": t.plural, "singularName": t.singular, "namespaced": t.namespaced,
-                              "kind": t.kind, "verbs": ALL_VERBS, "shortNames": list(t.short_names)})
+                              "kind": t.kind, "verbs": list(t.verbs), "shortNames": list(t.short_names)})
             for sub in t.subresources:
                 verbs = ["get"] if sub == "log" else ["get", "patch", "update"]
                 resources.append({"name": f"{t.plural}/{sub}", "singularName": "", "namespaced": t.namespaced,
