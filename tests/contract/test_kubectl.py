@@ -292,7 +292,7 @@ def test_pods_logs_and_wait_on_a_real_cluster(kubectl, ray_cluster):
                       "-o", "jsonpath={.items[0].metadata.name}").strip()
     assert head
     assert "condition met" in kubectl.ok("wait", "--for=condition=Ready", f"pod/{head}", "--timeout=60s")
-    assert "Running" in kubectl.ok("get", "pod", head)
+    assert kubectl.ok("get", "pod", head, "-o", "jsonpath={.status.phase}") == "Running"
     describe = kubectl.ok("describe", "pod", head)
     assert re.search(r"^Status:\s+Running$", describe, re.M) and "Events:" in describe
     for runner in (False, True):  # pipeline-runner may read pods/log
