@@ -156,8 +156,10 @@ def _invalid(kind: str, group: str, causes: list[tuple[str, str]]) -> ApiError:
 
 
 def _empty_meta(obj: dict) -> bool:
+    """Semantically empty ObjectMeta: zero values count as unset (protobuf bodies carry
+    `generation: 0`, JSON ones `creationTimestamp: null`)."""
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
-    return not any(v not in (None, "", {}, []) for v in meta.values())
+    return not any(v not in (None, "", {}, [], 0) for v in meta.values())
 
 
 def access_review(identity: Identity, body: dict) -> dict:

@@ -92,6 +92,14 @@ def test_access_review_is_validated_and_reviews_are_create_only(runner):
     assert code == 422 and body["reason"] == "Invalid"
     assert body["message"].startswith('SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: ')
     assert "exactly one of nonResourceAttributes or resourceAttributes must be specified" in body["message"]
+    ask = {"spec": {"resourceAttributes": {"verb": "get", "resource": "pods", "namespace": NS}}}
+    # Zero values are empty metadata (kubectl's protobuf body decodes with generation 0); a name is not.
+    code, body = raw(runner, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                     {**ask, "metadata": {"generation": 0, "creationTimestamp": None}})
+    assert code == 201 and body["status"]["allowed"] is True
+    code, body = raw(runner, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                     {**ask, "metadata": {"name": "mine"}})
+    assert code == 422 and body["message"].endswith("metadata: Invalid value: metadata: must be empty")
     code, body = raw(runner, "GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
     assert code == 405 and body["reason"] == "MethodNotAllowed"
     code, body = raw(runner, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", {"spec": {}})
