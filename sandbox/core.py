@@ -28,6 +28,8 @@ from .certs import ServingCA
 from .controllers.kubelet import Kubelet
 from .controllers.kuberay import KubeRayController
 from .controllers.kueue import KueueController
+from .controllers.node import NodeController
+from .controllers.serviceaccounts import ServiceAccountsController
 from .faults import Faults
 from .network import Network
 from .s3 import S3Server
@@ -118,7 +120,11 @@ class Sandbox:
         self.api.log_provider = self.kubelet.pod_log
         self.api.control = self._control
         self._bootstrap()
-        self.controllers = [kueue, kuberay, self.kubelet]
+        accounts = ServiceAccountsController(self.store, self.registry, self.ca.ca_pem)
+        node = NodeController(self.store, self.registry, self.faults, self.state_dir)
+        for c in (accounts, node):  # the node and every `default` account exist once start returns
+            c.reconcile()
+        self.controllers = [kueue, kuberay, self.kubelet, accounts, node]
         for c in self.controllers:
             c.start()
         self.api.start()
@@ -160,6 +166,7 @@ class Sandbox:
     def _create(self, obj: dict) -> dict:
         group, _, version = obj["apiVersion"].rpartition("/")
         rt = self.registry.by_kind(group, obj["kind"])
+        self.api.defaulter.admit("CREATE", rt, obj, None)
         return self.store.create(rt, obj)
 
     def _bootstrap(self) -> None:

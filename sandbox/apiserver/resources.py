@@ -31,6 +31,7 @@ class ResourceType:
     # A CRD's additionalPrinterColumns (server-side Table output); built-ins print as kube-apiserver.
     columns: tuple = field(default=(), compare=False, hash=False)
     categories: tuple[str, ...] = field(default=(), compare=False, hash=False)
+    verbs: tuple[str, ...] = field(default=tuple(ALL_VERBS), compare=False, hash=False)  # ("create",): a review
 
     @property
     def api_version(self) -> str:
@@ -98,6 +99,14 @@ CORE = [
     _core("configmaps", "ConfigMap", short=["cm"]),
     _core("events", "Event", short=["ev"]),
     _core("serviceaccounts", "ServiceAccount", short=["sa"]),
+    _core("nodes", "Node", namespaced=False, subresources=["status"], short=["no"]),
+]
+
+# Reviews: created to ask a question, answered at once, never stored (sandbox/apiserver/reviews.py).
+REVIEWS = [
+    ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False, verbs=("create",)),
+    ResourceType("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False, verbs=("create",)),
+    ResourceType("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False, verbs=("create",)),
 ]
 
 ROUTE = ResourceType("route.openshift.io", "v1", "routes", "Route", True, ("status",),
@@ -130,7 +139,7 @@ class Registry:
     """Lookup of served resource types by (group, version, plural)."""
 
     def __init__(self, openshift: bool = True):
-        types = list(CORE) + list(crd_types())
+        types = list(CORE) + list(crd_types()) + list(REVIEWS)
         if openshift:
             types.append(ROUTE)
         self.types = types
@@ -182,7 +191,7 @@ class Registry:
         resources = []
         for t in types:
             resources.append({"name": t.plural, "singularName": t.singular, "namespaced": t.namespaced,
-                              "kind": t.kind, "verbs": ALL_VERBS, "shortNames": list(t.short_names),
+                              "kind": t.kind, "verbs": list(t.verbs), "shortNames": list(t.short_names),
                               **({"categories": list(t.categories)} if t.categories else {})})
             for sub in t.subresources:
                 verbs = ["get"] if sub == "log" else ["get", "patch", "update"]

@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 import yaml
 from werkzeug.datastructures import EnvironHeaders
 
-from . import errors, openapi, patch, protobuf, schema, tables
+from . import defaults, errors, openapi, patch, protobuf, reviews, schema, tables
 from .errors import ApiError
 from .http import HttpServer, reset_connection
 from .rbac import DISCOVERY_PREFIXES, Authenticator, Identity
@@ -68,7 +68,10 @@ class ApiServer:
         """tls: an ssl.SSLContext to serve HTTPS with (the sandbox always does); None: plain HTTP."""
         self.store, self.registry, self.auth, self.faults = store, registry, auth, faults
         self.audit = AuditLog(audit_path)
-        self.admission: list[Admission] = []
+        # Defaulting and the built-in admission plugins (ServiceAccount, Priority, ...) come
+        # first, as kube-apiserver decodes and defaults before any webhook sees the object.
+        self.defaulter = defaults.Defaulter(store, registry)
+        self.admission: list[Admission] = [self.defaulter.admit]
         self.log_provider: Callable[[str, str, dict], str] | None = None
         self.control: Callable[[str, str, dict, Identity], tuple[int, object]] | None = None
         self.http = HttpServer(self, host, port, tls)
@@ -293,9 +296,13 @@ class _Call:
             raise errors.method_not_allowed()
         if method in ("PUT", "PATCH") and not name:
             raise errors.method_not_allowed()
+        if verb not in rt.verbs:  # reviews are create-only
+            raise errors.method_not_allowed()
         resource = f"{plural}/{sub}" if sub else plural
         self._verb = verb
-        if not who.can(group, resource, verb, namespace):
+        allowed, _ = reviews.authorize(who, {"verb": verb, "group": group, "resource": plural, "subresource": sub or "",
+                                             "name": name or "", "namespace": namespace or ""})
+        if not allowed:
             raise errors.forbidden(who.user, verb, rt, resource, name, namespace)
         handler = getattr(self, f"_{verb}")
         handler(rt, namespace, name, sub, query, who)
@@ -344,16 +351,25 @@ class _Call:
         self._send(200, self._as_asked(rt, items, meta, query) or {**self._list_kind(rt), "metadata": meta, "items": items})
 
     def _watch(self, rt, namespace, name, sub, query, who):
+        """A watch as a v1.31 apiserver (watch cache) serves it: no watch-list (the WatchList
+        gate is off, so clients fall back to LIST+WATCH), BOOKMARKs when allowed, and a
+        410 Expired ERROR event for a resourceVersion older than the history kept."""
+        _check_watch_options(query)
         match = self._matchers(query)
         timeout = float((query.get("timeoutSeconds") or ["1800"])[0])
         since = (query.get("resourceVersion") or [""])[0]
+        bookmarks = _flag(query, "allowWatchBookmarks")
         store, stopping = self.api.store, self.api.http.stopping
+        expired = None
         # The starting point is taken now, not when the stream is first read.
         if since in ("", "0"):
             initial, rv = store.list(rt, namespace, match)
             last = int(rv)
         else:
-            initial, last = [], int(since)
+            initial, last = [], _resource_version(since)
+            expired = _too_old(store, last)
+            if expired is None:
+                _wait_fresh(store, last)
 
         def line(type_, obj):
             return json.dumps({"type": type_, "object": obj}).encode() + b"\n"
@@ -362,17 +378,34 @@ class _Call:
         if form is not None and form[0] == "Table":  # kubectl get -w: rows, headers first only
             line = tables.WatchTables(rt, (query.get("includeObject") or [None])[0], form[1]).line
 
+        def bookmark():
+            return line("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version,
+                                     "metadata": {"resourceVersion": str(last)}})
+
         def events():
             nonlocal last
+            yield b""  # status and headers go out now, as kube-apiserver flushes them at once
+            if expired is not None:
+                yield line("ERROR", expired.status())
+                return
             for obj in initial:
                 yield line("ADDED", obj)
-            deadline = time.monotonic() + timeout
+            started = time.monotonic()
+            deadline = started + timeout
+            next_bookmark = _next_bookmark(started, deadline) if bookmarks else None
             while time.monotonic() < deadline and not stopping.is_set():
-                store.wait_for_change(last, min(1.0, max(0.0, deadline - time.monotonic())))
+                wake = min(deadline, next_bookmark or deadline, time.monotonic() + 1.0)
+                store.wait_for_change(last, max(0.0, wake - time.monotonic()))
+                current = store.rv
                 for ev in store.events_since(last, rt.key, namespace):
-                    last = ev.rv
+                    current = max(current, ev.rv)
                     if match(ev.obj):
                         yield line(ev.type, ev.obj)
+                # Every change up to `current` was seen (other kinds' too): never spin on them.
+                last = max(last, current)
+                if next_bookmark is not None and time.monotonic() >= next_bookmark:
+                    yield bookmark()
+                    next_bookmark = _next_bookmark(time.monotonic(), deadline)
 
         self._stream(events())
 
@@ -380,6 +413,10 @@ class _Call:
         obj = self._body()
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
+        if rt.verbs == ("create",):
+            self._review(rt, obj, who)
+            return
+        dry = _dry_run(query, "CreateOptions")
         meta = obj.setdefault("metadata", {})
         if rt.namespaced:
             if meta.get("namespace") and meta["namespace"] != namespace:
@@ -391,16 +428,26 @@ class _Call:
         warnings = self.api.check_object(rt, obj, meta.get("name") or "", query, self._dups)
         self.api.admit("CREATE", rt, obj, None)
         _managed(obj, (query.get("fieldManager") or ["python-kubernetes"])[0], "Update", rt.api_version)
-        if (query.get("dryRun") or [None])[0] == "All":
-            self._send(201, obj)
-            return
-        created = self.api.store.create(rt, obj)
+        created = self.api.store.create(rt, obj, dry_run=dry)
         self._send(201, created, headers=_warning_headers(warnings))
+
+    def _review(self, rt, body: dict, who):
+        """Self reviews are answered, not stored (SelfSubject{Access,Rules}Review, SelfSubjectReview)."""
+        if rt.plural == "selfsubjectaccessreviews":
+            answer = reviews.access_review(who, body)
+        elif rt.plural == "selfsubjectrulesreviews":
+            answer = reviews.rules_review(who, body)
+        else:
+            sa = reviews.service_account_of(who)
+            obj = self.api.store.find(self.api.registry.get("", "serviceaccounts"), *sa) if sa else None
+            answer = reviews.subject_review(who, obj["metadata"]["uid"] if obj else None)
+        self._send(201, answer)
 
     def _update(self, rt, namespace, name, sub, query, who):
         obj = self._body()
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
+        dry = _dry_run(query, "UpdateOptions")
         meta = obj.setdefault("metadata", {})
         if meta.get("name") and meta["name"] != name:
             raise errors.bad_request(f'the name of the object ({meta["name"]}) does not match the name on the URL ({name})')
@@ -411,12 +458,13 @@ class _Call:
         warnings = self.api.check_object(rt, obj, name, query, self._dups)
         if sub != "status":
             self.api.admit("UPDATE", rt, obj, old)
-        self._send(200, self.api.store.update(rt, obj, subresource=sub), headers=_warning_headers(warnings))
+        self._send(200, self.api.store.update(rt, obj, subresource=sub, dry_run=dry), headers=_warning_headers(warnings))
 
     def _patch(self, rt, namespace, name, sub, query, who):
         ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
         body = self._body()
         store = self.api.store
+        dry = _dry_run(query, "PatchOptions")
         with store.lock:
             current = store.find(rt, namespace, name)
             if ctype == "application/apply-patch+yaml":
@@ -436,7 +484,7 @@ class _Call:
                     warnings = self.api.check_object(rt, body, name, query, is_patch=True)
                     self.api.admit("CREATE", rt, body, None)
                     _managed(body, manager, "Apply", rt.api_version)
-                    self._send(201, store.create(rt, body), headers=_warning_headers(warnings))
+                    self._send(201, store.create(rt, body, dry_run=dry), headers=_warning_headers(warnings))
                     return
                 new = patch.apply_patch(current, body)
                 _managed(new, manager, "Apply", rt.api_version)
@@ -464,24 +512,123 @@ class _Call:
             # unless the patch itself carries one.
             if not (isinstance(body, dict) and (body.get("metadata") or {}).get("resourceVersion")):
                 new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            self._send(200, store.update(rt, new, subresource=sub), headers=_warning_headers(warnings))
+            self._send(200, store.update(rt, new, subresource=sub, dry_run=dry), headers=_warning_headers(warnings))
 
     def _delete(self, rt, namespace, name, sub, query, who):
-        obj = self.api.store.delete(rt, namespace, name)
-        if rt.group or rt.plural in ("pods", "services", "namespaces"):
+        obj = self.api.store.delete(rt, namespace, name, dry_run=_dry_run(query, "DeleteOptions", self._delete_options()))
+        # Still there (finalizers pending): the object; gone: as the type's registry answers.
+        if rt.group or rt.plural in ("pods", "services", "namespaces") or obj["metadata"].get("deletionTimestamp"):
             self._send(200, obj)
         else:
             self._send(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                              "details": {"name": name, "kind": rt.plural, "uid": obj["metadata"]["uid"]}})
 
     def _deletecollection(self, rt, namespace, name, sub, query, who):
+        dry = _dry_run(query, "DeleteOptions", self._delete_options())
         items, _ = self.api.store.list(rt, namespace, self._matchers(query))
         for obj in items:
             try:
-                self.api.store.delete(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+                self.api.store.delete(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"], dry_run=dry)
             except ApiError:
                 pass
         self._send(200, {**self._list_kind(rt), "metadata": {}, "items": items})
+
+
+    def _delete_options(self) -> dict:
+        """DeleteOptions may come as the body (client-go, kubectl) as well as the query."""
+        try:
+            body = self._body()
+        except ApiError:
+            return {}
+        return body if isinstance(body, dict) else {}
+
+
+BOOKMARK_EVERY_S = 60.0  # the cacher's bookmarkFrequency
+FRESH_WAIT_S = 3.0  # how long the watch cache waits for a resourceVersion it has not seen yet
+
+
+def _flag(query: dict, key: str) -> bool:
+    return (query.get(key) or [""])[0] in ("1", "t", "T", "true", "TRUE", "True")
+
+
+def _next_bookmark(now: float, deadline: float) -> float | None:
+    """cacheWatcher.nextBookmarkTime: every minute, and 2 s before the watch times out."""
+    due = min(now + BOOKMARK_EVERY_S, deadline - 2.0)
+    return due if due >= now else None
+
+
+def _check_watch_options(query: dict) -> None:
+    """validateWatchOptions (apimachinery, v1.31) with the WatchList feature gate off."""
+    initial = query.get("sendInitialEvents")
+    match = (query.get("resourceVersionMatch") or [""])[0]
+    causes = []
+    if initial is not None:
+        if match != "NotOlderThan":
+            causes.append(("resourceVersionMatch", "Forbidden: sendInitialEvents requires setting resourceVersionMatch "
+                           "to NotOlderThan", "FieldValueForbidden"))
+        causes.append(("sendInitialEvents", "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList "
+                       "feature gate is enabled", "FieldValueForbidden"))
+    if match:
+        if initial is None:
+            causes.append(("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden for watch unless "
+                           "sendInitialEvents is provided", "FieldValueForbidden"))
+        if match != "NotOlderThan":
+            causes.append(("resourceVersionMatch", f'Unsupported value: "{match}": supported values: "NotOlderThan"',
+                           "FieldValueNotSupported"))
+    if causes:
+        raise _options_invalid("ListOptions", causes)
+
+
+def _resource_version(value: str) -> int:
+    try:
+        rv = int(value)
+        if rv < 0:
+            raise ValueError
+        return rv
+    except ValueError:
+        raise errors.bad_request(f'invalid resource version "{value}"') from None
+
+
+def _too_old(store: Store, rv: int) -> ApiError | None:
+    """The watch cache keeps a window of history; older starting points have expired."""
+    with store.lock:
+        events = store.events
+        if events.maxlen is None or len(events) < events.maxlen or not events:
+            return None  # nothing was ever dropped
+        oldest = events[0].rv
+    if rv < oldest - 1:
+        return ApiError(410, "Expired", f"too old resource version: {rv} ({oldest - 1})")
+    return None
+
+
+def _wait_fresh(store: Store, rv: int) -> None:
+    """A resourceVersion from the future: wait a little for it, then 504 as the cacher does."""
+    current = store.wait_for_change(rv - 1, FRESH_WAIT_S) if rv > store.rv else store.rv
+    if rv > current:
+        raise ApiError(504, "Timeout", f"Too large resource version: {rv}, current: {current}",
+                       {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                        "retryAfterSeconds": 1}, headers={"Retry-After": "1"})
+
+
+def _options_invalid(kind: str, causes: list[tuple[str, str, str]]) -> ApiError:
+    """422 for request options, as apimachinery words it: ListOptions.meta.k8s.io "" is invalid: ..."""
+    parts = [f"{f}: {m}" for f, m, _ in causes]
+    joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+    return ApiError(422, "Invalid", f'{kind}.meta.k8s.io "" is invalid: {joined}',
+                    {"group": "meta.k8s.io", "kind": kind,
+                     "causes": [{"reason": r, "message": m, "field": f} for f, m, r in causes]})
+
+
+def _dry_run(query: dict, kind: str, options: dict | None = None) -> bool:
+    """dryRun=All (query, or DeleteOptions body): run everything, store nothing. Any other
+    value is refused as ValidateDryRun refuses it."""
+    values = list(query.get("dryRun") or []) or list((options or {}).get("dryRun") or [])
+    bad = [v for v in values if v != "All"]
+    if bad:
+        shown = ", ".join(f'"{v}"' for v in values)
+        raise _options_invalid(kind, [("dryRun", f'Unsupported value: []string{{{shown}}}: supported values: "All"',
+                                       "FieldValueNotSupported")])
+    return bool(values)
 
 
 def _warning_headers(warnings: list[str]) -> dict:

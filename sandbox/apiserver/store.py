@@ -80,7 +80,8 @@ class Store:
             return items, str(self.rv)
 
     # --- writes ----------------------------------------------------------------
-    def create(self, rt, obj: dict) -> dict:
+    def create(self, rt, obj: dict, dry_run: bool = False) -> dict:
+        """Store a new object; dry_run: every check and the bookkeeping, nothing stored."""
         with self.lock:
             obj = copy.deepcopy(obj)
             meta = obj.setdefault("metadata", {})
@@ -96,12 +97,15 @@ class Store:
             meta["generation"] = 1
             for k in ("resourceVersion", "deletionTimestamp", "selfLink"):
                 meta.pop(k, None)
+            if dry_run:
+                return obj
             self._bump(obj)
             bucket[ident] = obj
             self._record("ADDED", rt, obj)
             return copy.deepcopy(obj)
 
-    def update(self, rt, obj: dict, subresource: str | None = None, check_rv: bool = True) -> dict:
+    def update(self, rt, obj: dict, subresource: str | None = None, check_rv: bool = True,
+               dry_run: bool = False) -> dict:
         """Replace an object (PUT semantics). With a status subresource, the main
         resource ignores status changes and `status` writes only status."""
         with self.lock:
@@ -135,6 +139,9 @@ class Store:
             new["apiVersion"], new["kind"] = rt.api_version, rt.kind
             if new == current:
                 return copy.deepcopy(current)
+            if dry_run:
+                new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                return new
             self._bump(new)
             if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
                 del bucket[ident]
@@ -154,13 +161,18 @@ class Store:
             fn(current)
             return self.update(rt, current, subresource=subresource, check_rv=False)
 
-    def delete(self, rt, namespace, name) -> dict:
+    def delete(self, rt, namespace, name, dry_run: bool = False) -> dict:
         with self.lock:
             bucket = self._bucket(rt)
             ident = self._ident(rt, namespace, name)
             current = bucket.get(ident)
             if current is None:
                 raise errors.not_found(rt, name)
+            if dry_run:  # what the answer would be: marked for deletion, or gone as it was
+                out = copy.deepcopy(current)
+                if out["metadata"].get("finalizers") and not out["metadata"].get("deletionTimestamp"):
+                    out["metadata"]["deletionTimestamp"] = now_rfc3339()
+                return out
             if current["metadata"].get("finalizers"):
                 if not current["metadata"].get("deletionTimestamp"):
                     current["metadata"]["deletionTimestamp"] = now_rfc3339()
