@@ -36,7 +36,11 @@ class StartupTimeout(ClusterError):
 
 
 class PodsFailing(ClusterError):
-    """Pods cannot start (image pull failure, unschedulable)."""
+    """Pods cannot start (image pull failure, unschedulable, KubeRay cannot create them)."""
+
+
+class Evicted(ClusterError):
+    """Kueue evicted the cluster too often (pods not ready within its pods-ready timeout)."""
 
 
 class ForeignCluster(KfpRayError):

@@ -39,18 +39,24 @@ def api_client():
     return client.ApiClient(cfg)
 
 
-def current_namespace() -> str:
-    """The pod's own namespace, else the kubeconfig context's."""
+def own_namespace() -> str | None:
+    """The namespace this task runs in: the pod's service account namespace, else the
+    kubeconfig context's; None when neither says."""
     ns_file = SA_DIR / "namespace"
     if ns_file.exists():
-        return ns_file.read_text().strip()
+        return ns_file.read_text().strip() or None
     from kubernetes import config
 
     try:
         _, active = config.list_kube_config_contexts(config_file=os.environ.get("KUBECONFIG"))
-        ns = (active or {}).get("context", {}).get("namespace")
-    except Exception:  # noqa: BLE001
-        ns = None
+        return (active or {}).get("context", {}).get("namespace") or None
+    except Exception:  # noqa: BLE001 - no kubeconfig: unknown
+        return None
+
+
+def current_namespace() -> str:
+    """The pod's own namespace, else the kubeconfig context's."""
+    ns = own_namespace()
     if not ns:
         raise KfpRayError("cannot tell which namespace to use: set the component's `namespace` input")
     return ns

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import contextlib
 
-from . import cluster, jobs, kube
-from .validate import sanitize_name
+from . import cluster, jobs, kube, rayclusters
+from .validate import label_value, sanitize_name
 from .wait import log
 
 
@@ -55,7 +55,7 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
                 fh.write(redact(text))
         if delete_cluster and cluster_name:
             try:
-                cluster.delete(cluster_name, _namespace(namespace))
+                rayclusters.delete(cluster_name, _namespace(namespace))
             except Exception as exc:  # noqa: BLE001 - the exit handler's teardown tries again
                 log(f"could not delete RayCluster {cluster_name} ({type(exc).__name__}: {exc}); teardown will retry")
 
@@ -64,16 +64,15 @@ def teardown(run_id: str, namespace: str = "", cluster_name: str = "", timeout: 
     """Delete the run's clusters (by name, and every one labelled with the run id).
     Idempotent: nothing left is success. Returns the longest lifetime in seconds."""
     ns = _namespace(namespace)
-    names = set(cluster.clusters_of_run(ns, run_id)) if run_id else set()
+    names = set(rayclusters.clusters_of_run(ns, run_id)) if run_id else set()
     if cluster_name:
-        rc = cluster.get(cluster_name, ns)
-        if rc is not None and (rc["metadata"].get("labels") or {}).get(cluster.RUN_LABEL) not in (
-                None, cluster.label_value(run_id)):
+        rc = rayclusters.get(cluster_name, ns)
+        if rc is not None and rayclusters.run_of(rc) not in (None, label_value(run_id)):
             log(f"RayCluster {cluster_name} belongs to another run; leaving it")
         elif rc is not None:
             names.add(cluster_name)
     if not names:
         log(f"no RayCluster of run {run_id} left in {ns}: nothing to tear down")
         return 0.0
-    lifetimes = [cluster.delete(name, ns, timeout) or 0.0 for name in sorted(names)]
+    lifetimes = [rayclusters.delete(name, ns, timeout) or 0.0 for name in sorted(names)]
     return round(max(lifetimes), 2)

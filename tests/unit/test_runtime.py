@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from kfp_ray import jobs, redact, wait
-from kfp_ray.cluster import ClusterSpec, pod_problem
+from kfp_ray.cluster import ClusterSpec
+from kfp_ray.diagnose import pod_problem, pod_summary, replica_failure
 from kfp_ray.errors import InputError, InputErrors
+from kfp_ray.readiness import Admissions
 from kfp_ray.validate import label_value, sanitize_name
 from kubernetes.client import (
     V1ContainerState,
@@ -138,11 +142,19 @@ def test_redaction_hides_s3_keys_and_tokens(monkeypatch):
     assert "s3cr3t" not in text and "abc.def" not in text and text.count("[REDACTED]") == 2
 
 
-def _pod(waiting=None, scheduled=None):
-    statuses = [V1ContainerStatus(name="ray", image="i", image_id="", ready=False, restart_count=0,
-                                  state=V1ContainerState(waiting=V1ContainerStateWaiting(reason=waiting[0], message=waiting[1])))] if waiting else None
+def _status(name, waiting, image="i"):
+    return V1ContainerStatus(name=name, image=image, image_id="", ready=False, restart_count=0,
+                             state=V1ContainerState(waiting=V1ContainerStateWaiting(reason=waiting[0], message=waiting[1])))
+
+
+def _pod(waiting=None, scheduled=None, container="ray-head", init=None, deleting=False):
+    statuses = [_status(container, waiting, image="registry.redhat.io/openshift4/ose-oauth-proxy@sha256:1")] if waiting else None
+    inits = [_status(init[0], init[1:])] if init else None
     conds = [V1PodCondition(type="PodScheduled", status="False", reason="Unschedulable", message=scheduled)] if scheduled else None
-    return V1Pod(metadata=V1ObjectMeta(name="c-head-x"), status=V1PodStatus(phase="Pending", container_statuses=statuses, conditions=conds))
+    meta = V1ObjectMeta(name="c-head-x", labels={"ray.io/node-type": "head"},
+                        deletion_timestamp=datetime.now(UTC) if deleting else None)
+    return V1Pod(metadata=meta, status=V1PodStatus(phase="Pending", container_statuses=statuses,
+                                                   init_container_statuses=inits, conditions=conds))
 
 
 def test_pod_problems_that_need_a_user_fix():
@@ -151,3 +163,57 @@ def test_pod_problems_that_need_a_user_fix():
     assert "toleration" in pod_problem(_pod(scheduled="0/1 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: true}."))
     assert pod_problem(_pod(waiting=("ContainerCreating", ""))) is None
     assert pod_problem(_pod(scheduled="0/3 nodes are available: 3 Insufficient cpu.")) is None  # may clear (autoscaler)
+
+
+def test_a_platform_container_that_cannot_start_is_the_platforms_problem():
+    sidecar = pod_problem(_pod(waiting=("ImagePullBackOff", 'Back-off pulling image "registry.redhat.io/x"'),
+                               container="oauth-proxy"))
+    assert "container oauth-proxy: ImagePullBackOff" in sidecar
+    assert "platform's problem, not your image's" in sidecar and "CodeFlare operator" in sidecar
+    assert "ose-oauth-proxy" in sidecar and "OpenShift AI administrator" in sidecar
+    init = pod_problem(_pod(init=("create-cert", "ErrImageNeverPull", "")))
+    assert "container create-cert" in init and "certificate init container" in init
+    user = pod_problem(_pod(waiting=("ImagePullBackOff", "Back-off"), container="ray-head"))
+    assert "container ray-head" in user and "platform" not in user and "image pull secret" in user
+    # a terminating pod of an earlier incarnation (an evicted cluster's) is not what will run
+    assert pod_problem(_pod(waiting=("ImagePullBackOff", "x"), deleting=True)) is None
+    assert pod_summary([_pod(waiting=("ImagePullBackOff", "x"), deleting=True)]) == "head terminating"
+
+
+def _rc(generation=1, suspend=True, conditions=None):
+    return {"metadata": {"name": "c", "namespace": "ns", "generation": generation},
+            "spec": {"suspend": suspend}, "status": {"conditions": conditions or []}}
+
+
+def test_kuberay_replica_failure_is_classified_with_its_fix():
+    # KubeRay v1.4: Message is errors.Join(ErrFailedCreateHeadPod, the apiserver's error)
+    quota = _rc(2, False, [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreateHeadPod",
+                            "message": 'FailedCreateHeadPod\npods "c-head-abcde" is forbidden: exceeded quota: compute, '
+                                       "requested: cpu=1, used: cpu=4, limited: cpu=4"}])
+    problem = replica_failure(quota)
+    assert problem.reason == "FailedCreateHeadPod" and not problem.transient
+    assert str(problem).startswith('KubeRay could not create the cluster\'s pods (FailedCreateHeadPod): pods "c-head-abcde" '
+                                   "is forbidden: exceeded quota: compute")
+    assert "ResourceQuota" in problem.fix and "oc describe resourcequota -n ns" in problem.fix
+    limits = _rc(2, False, [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreateWorkerPod",
+                             "message": "FailedCreateWorkerPod\npods \"w\" is forbidden: maximum cpu usage per Container is 2, but limit is 4"}])
+    assert "LimitRange" in replica_failure(limits).fix
+    # The CodeFlare operator not having created the head's ServiceAccount yet: wait for it.
+    sa = _rc(2, False, [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreateHeadPod",
+                         "message": 'FailedCreateHeadPod\npods "c-head-x" is forbidden: error looking up service account '
+                                    'ns/c-oauth-proxy: serviceaccount "c-oauth-proxy" not found'}])
+    assert replica_failure(sa).transient
+    assert replica_failure(_rc(2, False, [{"type": "HeadPodReady", "status": "False"}])) is None
+
+
+def test_admissions_count_evictions_seen_or_missed_between_polls():
+    a = Admissions()
+    assert a.observe(_rc(1, True)) is None                       # created suspended by Kueue's webhook
+    assert a.observe(_rc(2, False)) == "admitted"                # Kueue admits: spec.suspend false
+    assert a.observe(_rc(2, False)) is None
+    assert a.observe(_rc(3, True)) == "evicted" and a.evictions == 1  # suspended again: evicted
+    assert a.observe(_rc(3, True)) is None
+    assert a.observe(_rc(4, False)) == "admitted"
+    # Evicted and admitted again between two polls: two more spec updates, never seen suspended.
+    assert a.observe(_rc(6, False)) == "readmitted" and a.evictions == 2
+    assert a.observe(_rc(6, False)) is None and a.evictions == 2

@@ -1,0 +1,145 @@
+"""Kueue from a pipeline task: which LocalQueue to use, and Kueue's own words about a
+cluster (its Workload) where this service account may read them.
+
+RHOAI's pipeline-runner role has nothing in kueue.x-k8s.io, so every read here degrades:
+the queue falls back to the one named `default`, and the waiting and eviction reasons are
+inferred from the RayCluster alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import kube
+from .errors import InputError
+from .wait import log
+
+KUEUE = ("kueue.x-k8s.io", "v1beta1")
+DEFAULT_QUEUE_ANNOTATION = "kueue.x-k8s.io/default-queue"
+# The LocalQueue RHOAI's operator creates in a Kueue-managed namespace (without the
+# annotation), and the name Kueue's LocalQueueDefaulting gives a job without a queue.
+DEFAULT_QUEUE_NAME = "default"
+
+
+def resolve_queue(namespace: str, local_queue: str) -> str:
+    """The LocalQueue to use: the given one (checked where readable); else the namespace's
+    LocalQueue annotated kueue.x-k8s.io/default-queue=true, else the one named `default`."""
+    co = kube.custom()
+    if local_queue:
+        try:
+            kube.call(co.get_namespaced_custom_object, *KUEUE, namespace, "localqueues", local_queue,
+                      what="read the LocalQueue")
+        except Exception as exc:  # noqa: BLE001
+            if kube.not_found(exc):
+                raise InputError("local_queue", f"LocalQueue {local_queue!r} does not exist in namespace {namespace!r}",
+                                 f"use one listed by `oc get localqueues -n {namespace}`") from None
+            if not kube.forbidden(exc):
+                raise
+            log(f"cannot verify LocalQueue {local_queue!r} (this service account may not read Kueue objects); "
+                "using it as given: if it does not exist, the cluster waits until admission_timeout")
+        return local_queue
+    try:
+        queues = kube.call(co.list_namespaced_custom_object, *KUEUE, namespace, "localqueues",
+                           what="list LocalQueues")["items"]
+    except Exception as exc:  # noqa: BLE001
+        if kube.forbidden(exc):
+            log(f"no local_queue given and this service account may not list LocalQueues in {namespace!r}: using the "
+                f"LocalQueue named {DEFAULT_QUEUE_NAME!r} (OpenShift AI creates it); set local_queue to use another")
+            return DEFAULT_QUEUE_NAME
+        if kube.not_found(exc):
+            raise InputError("local_queue", "Kueue is not installed (no LocalQueue API)",
+                             "enable Kueue in the DataScienceCluster, or ask your administrator") from None
+        raise
+    for q in queues:
+        if str((q["metadata"].get("annotations") or {}).get(DEFAULT_QUEUE_ANNOTATION, "")).lower() == "true":
+            log(f"no local_queue given: using {q['metadata']['name']!r}, the namespace's default LocalQueue")
+            return q["metadata"]["name"]
+    if any(q["metadata"]["name"] == DEFAULT_QUEUE_NAME for q in queues):
+        log(f"no local_queue given: using the LocalQueue named {DEFAULT_QUEUE_NAME!r}")
+        return DEFAULT_QUEUE_NAME
+    raise InputError("local_queue", f"no queue given and namespace {namespace!r} has no default LocalQueue "
+                     f"(none annotated {DEFAULT_QUEUE_ANNOTATION}=true, none named {DEFAULT_QUEUE_NAME!r})",
+                     f"set local_queue to one of: {', '.join(q['metadata']['name'] for q in queues) or '(none exist)'}")
+
+
+@dataclass
+class Eviction:
+    """Kueue's record of an eviction (Workload condition Evicted, Kueue v0.11)."""
+    reason: str           # e.g. PodsReadyTimeout, Preempted, InactiveWorkload
+    message: str          # e.g. "Exceeded the PodsReady timeout ns/name"
+    requeues: int         # status.requeueState.count: PodsReadyTimeout evictions so far
+    requeue_at: str       # when Kueue will try to admit it again ("" if unknown)
+    deactivated: bool     # spec.active false: Kueue gave up (requeuingBackoffLimitCount)
+
+
+class KueueView:
+    """Kueue's view of one cluster, while this service account may read it."""
+
+    def __init__(self):
+        self.readable = True
+        self._said_unreadable = False
+
+    def _forbidden(self) -> None:
+        self.readable = False
+        if not self._said_unreadable:
+            self._said_unreadable = True
+            log("(this service account may not read Kueue objects, so Kueue's own reasons are not shown)")
+
+    def workload(self, rc: dict) -> dict | None:
+        """The cluster's Workload (Kueue labels it with the job's uid), or None."""
+        if not self.readable:
+            return None
+        co, ns, uid = kube.custom(), rc["metadata"]["namespace"], rc["metadata"]["uid"]
+        try:
+            wls = co.list_namespaced_custom_object(*KUEUE, ns, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
+            if not wls:
+                wls = [w for w in co.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"]
+                       if any(r.get("uid") == uid for r in w["metadata"].get("ownerReferences") or [])]
+        except Exception as exc:  # noqa: BLE001 - only a hint: never fail provisioning over it
+            if kube.forbidden(exc):
+                self._forbidden()
+            return None
+        return wls[0] if wls else None
+
+    def eviction(self, rc: dict) -> Eviction | None:
+        """Kueue's latest eviction of the cluster's Workload, current or previous (after
+        re-admission Kueue keeps it as Evicted=False, message "Previously: ...")."""
+        wl = self.workload(rc)
+        if wl is None:
+            return None
+        status = wl.get("status") or {}
+        cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Evicted"), None)
+        requeue = status.get("requeueState") or {}
+        if cond is None and not requeue:
+            return None
+        message = (cond or {}).get("message", "")
+        reason = (cond or {}).get("reason", "")
+        if message.startswith("Previously: "):
+            message = message[len("Previously: "):]
+            reason = "PodsReadyTimeout" if message.startswith("Exceeded the PodsReady timeout") else reason
+        return Eviction(reason, message, int(requeue.get("count") or 0), requeue.get("requeueAt") or "",
+                        (wl.get("spec") or {}).get("active") is False)
+
+    def waiting_reason(self, rc: dict) -> str:
+        """Why the Workload waits (QuotaReserved's message) and its ClusterQueue's usage."""
+        wl = self.workload(rc)
+        if wl is None:
+            return ""
+        co, ns = kube.custom(), rc["metadata"]["namespace"]
+        parts = []
+        cond = next((c for c in (wl.get("status") or {}).get("conditions", []) if c["type"] == "QuotaReserved"), None)
+        if cond and cond.get("message"):
+            parts.append(f"Kueue: {cond['message']}")
+        try:
+            lq = co.get_namespaced_custom_object(*KUEUE, ns, "localqueues", wl["spec"].get("queueName"))
+            cq_name = lq["spec"]["clusterQueue"]
+            cq = co.get_cluster_custom_object(*KUEUE, "clusterqueues", cq_name)
+        except Exception as exc:  # noqa: BLE001
+            if kube.forbidden(exc):
+                self._forbidden()
+            return "; ".join(parts)
+        used = {r["name"]: r["total"] for f in (cq.get("status") or {}).get("flavorsUsage", []) for r in f["resources"]}
+        quota = {r["name"]: str(r["nominalQuota"]) for g in cq["spec"].get("resourceGroups", [])
+                 for f in g.get("flavors", []) for r in f.get("resources", [])}
+        usage = ", ".join(f"{k} {used.get(k, '0')}/{v}" for k, v in quota.items())
+        parts.append(f"ClusterQueue {cq_name} in use: {usage}; {cq.get('status', {}).get('pendingWorkloads', 0)} pending")
+        return "; ".join(parts)

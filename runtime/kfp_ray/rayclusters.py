@@ -1,0 +1,100 @@
+"""RayCluster objects: read, delete and wait until really gone.
+
+Deletion is not instant on OpenShift AI: the CodeFlare operator holds its finalizer
+`ray.openshift.ai/oauth-finalizer` until it has removed the cluster's OAuth objects, and
+Kueue its `kueue.x-k8s.io/resource-in-use` on the Workload. Until then the object exists
+with metadata.deletionTimestamp set; a create of the same name is refused (409)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from . import kube
+from .errors import ClusterError
+from .validate import label_value
+from .wait import Backoff, log, poll
+
+GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
+RUN_LABEL = "kfp-ray.io/run-id"
+# How long to wait for a deleted cluster to be gone (finalizers take seconds normally).
+GONE_TIMEOUT = 120.0
+
+
+def get(name: str, namespace: str) -> dict | None:
+    try:
+        return kube.call(kube.custom().get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
+                         what=f"read RayCluster {name}")
+    except Exception as exc:  # noqa: BLE001
+        if kube.not_found(exc):
+            return None
+        raise
+
+
+def suspended(rc: dict) -> bool:
+    return bool((rc.get("spec") or {}).get("suspend"))
+
+
+def being_deleted(rc: dict) -> bool:
+    return bool(rc["metadata"].get("deletionTimestamp"))
+
+
+def run_of(rc: dict) -> str | None:
+    return (rc["metadata"].get("labels") or {}).get(RUN_LABEL)
+
+
+def wait_gone(rc: dict, timeout: float = GONE_TIMEOUT, why: str = "") -> None:
+    """Wait (bounded) until this RayCluster object (by uid) no longer exists."""
+    name, ns, uid = rc["metadata"]["name"], rc["metadata"]["namespace"], rc["metadata"]["uid"]
+
+    def current() -> dict | None:
+        now = get(name, ns)
+        return now if now is not None and now["metadata"]["uid"] == uid else None
+
+    now = current()
+    if now is None:
+        return
+    holders = ", ".join(now["metadata"].get("finalizers") or []) or "none"
+    log(f"waiting up to {timeout:.0f}s for RayCluster {name} to be gone{why} (finalizers: {holders})")
+
+    def timed_out():
+        left = ", ".join((current() or now)["metadata"].get("finalizers") or []) or "none"
+        return ClusterError(
+            f"RayCluster {name!r} in {ns!r} still exists {timeout:.0f}s after its deletion was requested "
+            f"(finalizers left: {left}). Fix: the operator that owns a finalizer removes it when done (the CodeFlare "
+            "operator: ray.openshift.ai/oauth-finalizer); check that it is running, or ask your administrator")
+
+    poll(lambda: True if current() is None else None, timeout, f"RayCluster {name} to be gone",
+         Backoff(0.2, 1.5, 2.0), on_timeout=timed_out)
+
+
+def delete(name: str, namespace: str, timeout: float = GONE_TIMEOUT) -> float | None:
+    """Delete a RayCluster and wait (bounded) until it is really gone (finalizers done).
+    Returns its lifetime in seconds, or None if it did not exist. Already gone is success."""
+    rc = get(name, namespace)
+    if rc is None:
+        return None
+    lifetime = age_seconds(rc)
+    if not being_deleted(rc):
+        try:
+            kube.call(kube.custom().delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
+                      what=f"delete RayCluster {name}")
+        except Exception as exc:  # noqa: BLE001
+            if not kube.not_found(exc):
+                raise
+    wait_gone(rc, timeout)
+    log(f"deleted RayCluster {name} (lived {lifetime:.0f}s)")
+    return lifetime
+
+
+def age_seconds(rc: dict) -> float:
+    created = rc["metadata"].get("creationTimestamp")
+    if not created:
+        return 0.0
+    t = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return max(0.0, (datetime.now(UTC) - t).total_seconds())
+
+
+def clusters_of_run(namespace: str, run_id: str) -> list[str]:
+    items = kube.call(kube.custom().list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+                      label_selector=f"{RUN_LABEL}={label_value(run_id)}", what="list the run's RayClusters")["items"]
+    return [rc["metadata"]["name"] for rc in items]

@@ -1,0 +1,196 @@
+"""Waiting for a RayCluster to be ready: *queued* until Kueue admits it, *starting* until
+every pod is ready, and back to *queued* when Kueue evicts it.
+
+Kueue (v0.11, as OpenShift AI configures it: waitForPodsReady on, timeout 5 min) evicts an
+admitted workload whose pods are not all ready in time: Workload condition Evicted, reason
+PodsReadyTimeout, then it suspends the RayCluster again (spec.suspend true, KubeRay deletes
+the pods) and requeues it with backoff (60 s * 2^(n-1)). RHOAI's pipeline-runner may not
+read Workloads, so an eviction is seen on the RayCluster itself: suspended again after it
+was admitted. Each Kueue stop or start is one spec update, so a suspend/resume pair that
+fell between two polls still shows as two more generations."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from . import kube
+from .diagnose import pod_problem, pod_summary, replica_failure
+from .errors import AdmissionTimeout, ClusterError, Evicted, PodsFailing, StartupTimeout
+from .queues import KueueView
+from .rayclusters import being_deleted, get, suspended
+from .wait import Backoff, log
+
+MAX_EVICTIONS = 2  # the second eviction fails provisioning
+PROGRESS_EVERY = 15.0
+PODS_READY_CAUSE = ("Kueue evicts a cluster whose pods are not all ready within its pods-ready timeout "
+                    "(waitForPodsReady.timeout, 5 minutes on OpenShift AI) and requeues it; the usual cause is a "
+                    "Ray image whose pull takes longer than that (the RHOAI CUDA image is several GB) or pods slow "
+                    "to start")
+PODS_READY_FIX = ("pre-pull the image on the nodes or mirror it to a registry close to the cluster, use a smaller "
+                  "image (`image`), or ask your OpenShift AI administrator to raise Kueue's waitForPodsReady.timeout")
+
+
+class Admissions:
+    """Admissions and evictions, from successive observations of the RayCluster."""
+
+    def __init__(self):
+        self.admitted_generation: int | None = None  # None while queued
+        self.evictions = 0
+
+    def observe(self, rc: dict) -> str | None:
+        """'admitted', 'evicted' (suspended again), 'readmitted' (a whole eviction happened
+        between observations), or None (no change)."""
+        generation = int(rc["metadata"].get("generation") or 0)
+        if self.admitted_generation is None:
+            if suspended(rc):
+                return None
+            self.admitted_generation = generation
+            return "admitted"
+        if suspended(rc):
+            self.admitted_generation = None
+            self.evictions += 1
+            return "evicted"
+        missed = (generation - self.admitted_generation) // 2
+        if missed > 0:
+            self.admitted_generation += 2 * missed
+            self.evictions += missed
+            return "readmitted"
+        return None
+
+
+@dataclass
+class Waited:
+    queued_seconds: float
+    starting_seconds: float
+    evictions: int
+
+
+class _Wait:
+    def __init__(self, name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep):
+        self.name, self.ns, self.queue, self.queue_note = name, namespace, queue, queue_note
+        self.budget = {"queued": float(admission_timeout), "starting": float(startup_timeout)}
+        self.spent = {"queued": 0.0, "starting": 0.0}
+        self.phase = "queued"
+        self.clock, self.sleep = clock, sleep
+        self.kueue = KueueView()
+        self.admissions = Admissions()
+        self.requeue_baseline: int | None = None
+        self.pods = "no pods yet"
+        self.why = ""
+        self.last_progress = -PROGRESS_EVERY
+
+    # --- the loop ------------------------------------------------------------------
+    def run(self) -> Waited:
+        backoff = Backoff(0.25, 1.5, 3.0)
+        last = self.clock()
+        while True:
+            rc = get(self.name, self.ns)
+            now = self.clock()
+            self.spent[self.phase] += now - last
+            last = now
+            if rc is None:
+                raise ClusterError(f"RayCluster {self.name!r} disappeared while {self.phase} (deleted by someone else?)")
+            if being_deleted(rc):
+                raise ClusterError(f"RayCluster {self.name!r} is being deleted (by someone else?) while {self.phase}")
+            if self.requeue_baseline is None:
+                ev = self.kueue.eviction(rc)
+                self.requeue_baseline = ev.requeues if ev else 0
+            event = self.admissions.observe(rc)
+            if event == "admitted":
+                log(f"admitted by Kueue after {self.spent['queued']:.1f}s queued; starting pods")
+                self.phase, backoff = "starting", Backoff(0.25, 1.5, 3.0)
+            elif event in ("evicted", "readmitted"):
+                self.evicted(rc, readmitted=event == "readmitted")
+                if event == "evicted":
+                    self.phase, backoff = "queued", Backoff(0.25, 1.5, 3.0)
+                    self.last_progress = -PROGRESS_EVERY
+            if self.phase == "starting" and self.started(rc, now):
+                return Waited(round(self.spent["queued"], 2), round(self.spent["starting"], 2), self.admissions.evictions)
+            if self.phase == "queued":
+                self.queued(rc, now)
+            left = self.budget[self.phase] - self.spent[self.phase]
+            if left <= 0:
+                raise self.timed_out()
+            self.sleep(min(backoff.next(), left))
+
+    # --- phases --------------------------------------------------------------------
+    def queued(self, rc: dict, now: float) -> None:
+        if now - self.last_progress < PROGRESS_EVERY:
+            return
+        self.last_progress = now
+        self.why = self.kueue.waiting_reason(rc)
+        ev = self.kueue.eviction(rc) if self.admissions.evictions else None
+        if ev and ev.deactivated:
+            raise Evicted(f"Kueue deactivated RayCluster {self.name!r}'s Workload after {ev.requeues} requeues "
+                          f"({ev.reason}: {ev.message}): it will not be admitted again. {PODS_READY_CAUSE}. "
+                          f"Fix: {PODS_READY_FIX}")
+        log(f"queued: waiting for Kueue admission in LocalQueue {self.queue} ({self.spent['queued']:.0f}s)"
+            + (f" - {self.why}" if self.why else ""))
+
+    def started(self, rc: dict, now: float) -> bool:
+        if ((rc.get("status") or {}).get("state") or "").lower() == "ready":
+            log(f"RayCluster {self.name} ready after {self.spent['starting']:.1f}s starting")
+            return True
+        problem = replica_failure(rc)
+        if problem and not problem.transient:
+            raise PodsFailing(f"RayCluster {self.name!r} cannot start: {problem}")
+        pods = kube.call(kube.core().list_namespaced_pod, self.ns, label_selector=f"ray.io/cluster={self.name}",
+                         what="list pods").items
+        for pod in pods:
+            trouble = pod_problem(pod)
+            if trouble:
+                raise PodsFailing(f"RayCluster {self.name!r} cannot start: {trouble}")
+        self.pods = pod_summary(pods)
+        if now - self.last_progress >= PROGRESS_EVERY:
+            self.last_progress = now
+            note = (f" - KubeRay waits for the CodeFlare operator to create ServiceAccount {self.name}-oauth-proxy"
+                    if problem else "")
+            log(f"starting: {self.pods} ({self.spent['starting']:.0f}s){note}")
+        return False
+
+    def evicted(self, rc: dict, readmitted: bool) -> None:
+        ev = self.kueue.eviction(rc)
+        if ev and ev.requeues - (self.requeue_baseline or 0) > self.admissions.evictions:
+            self.admissions.evictions = ev.requeues - (self.requeue_baseline or 0)
+        count = self.admissions.evictions
+        if ev and ev.reason:
+            said = f"Kueue evicted it: {ev.reason}: {ev.message}"
+        else:
+            said = ("it was suspended again after Kueue had admitted it: Kueue evicted it (on OpenShift AI most likely "
+                    "because its pods were not all ready within Kueue's 5-minute pods-ready timeout; this service "
+                    "account may not read the Workload for Kueue's exact reason)")
+        if readmitted:
+            said += " and admitted it again"
+        log(f"RayCluster {self.name}: {said}; pods were: {self.pods}")
+        if count >= MAX_EVICTIONS:
+            pods_ready = not ev or ev.reason in ("", "PodsReadyTimeout")
+            cause = PODS_READY_CAUSE if pods_ready else f"Kueue's last reason: {ev.reason}: {ev.message}"
+            fix = PODS_READY_FIX if pods_ready else ("ask your administrator why Kueue evicts it (preemption, "
+                                                     "stopped queues), or run when the queue is less busy")
+            raise Evicted(f"RayCluster {self.name!r} was evicted by Kueue {count} times, so it is given up. {cause}. "
+                          f"Its pods were: {self.pods}. Fix: {fix}")
+        budgets = ", ".join(f"{k} {self.budget[k] - self.spent[k]:.0f}s left" for k in ("queued", "starting"))
+        requeue = f" at {ev.requeue_at}" if ev and ev.requeue_at else " after a backoff"
+        log(f"eviction {count} of {MAX_EVICTIONS} tolerated: Kueue requeues it{requeue}; waiting for admission "
+            f"again ({budgets})")
+
+    def timed_out(self) -> ClusterError:
+        if self.phase == "queued":
+            return AdmissionTimeout(
+                f"RayCluster {self.name!r} was not admitted by Kueue within {self.budget['queued']:.0f}s "
+                f"(LocalQueue {self.queue!r}{self.queue_note})" + (f": {self.why}" if self.why else "")
+                + f". Fix: check that LocalQueue {self.queue!r} exists (`oc get localqueues -n {self.ns}`), raise "
+                  "admission_timeout to wait longer, request fewer resources, or ask for more quota")
+        return StartupTimeout(
+            f"RayCluster {self.name!r} was admitted but its pods were not ready within {self.budget['starting']:.0f}s "
+            f"({self.pods}). Fix: raise startup_timeout (large images take minutes to pull), or check the pods' "
+            f"events: `oc describe pods -l ray.io/cluster={self.name}`")
+
+
+def wait_ready(name: str, namespace: str, queue: str, admission_timeout: float, startup_timeout: float,
+               queue_note: str = "", clock=time.monotonic, sleep=time.sleep) -> Waited:
+    """Wait until the RayCluster is ready. admission_timeout bounds the time spent queued,
+    startup_timeout the time spent starting, each summed over evictions; the second
+    eviction fails. Raises AdmissionTimeout, StartupTimeout, Evicted, PodsFailing."""
+    return _Wait(name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep).run()
