@@ -125,6 +125,7 @@ def cmd_run(args) -> int:
         # kfp-kubernetes settings do not apply locally: give the tasks what the pipeline
         # pod would get, the pipeline-runner identity and the data connection's env.
         env = {"KUBECONFIG": box.info["kubeconfig_pipeline_runner"], **client.data_connection()}
+        params = with_sandbox_queue(args.name, params, client)
         print(f"==> running {compiled.relative_to(registry.ROOT)} with kfp.local as pipeline-runner", flush=True)
         view = summary.LiveView(sys.stdout, verbose=args.verbose, secrets=list(env.values()))
         result = local.run(str(compiled), params, env=env, pipeline_root=os.path.join(tmp, "root"), output=view)
@@ -138,6 +139,27 @@ def cmd_run(args) -> int:
             shutil.copytree(root, args.keep_outputs, dirs_exist_ok=True)
         print(summary.render(args.name, report, time.monotonic() - started), flush=True)
     return 0 if result["status"] == "SUCCESS" else 1
+
+
+def with_sandbox_queue(name: str, params: dict, client) -> dict:
+    """Without local_queue the provision task uses the namespace's default LocalQueue, and
+    as pipeline-runner (no Kueue access) the one named `default`. Where the sandbox has no
+    `default`, give its default-queue LocalQueue explicitly, as a user would on a cluster."""
+    if params.get("local_queue") or "local_queue" not in pipeline_inputs(name):
+        return params
+    from kubernetes import client as k8s
+
+    queues = k8s.CustomObjectsApi(client.api_client()).list_namespaced_custom_object(
+        "kueue.x-k8s.io", "v1beta1", client.namespace, "localqueues")["items"]
+    if any(q["metadata"]["name"] == "default" for q in queues):
+        return params
+    annotated = [q["metadata"]["name"] for q in queues
+                 if (q["metadata"].get("annotations") or {}).get("kueue.x-k8s.io/default-queue") == "true"]
+    if not annotated:
+        return params
+    print(f"==> local_queue={annotated[0]} (the sandbox's default LocalQueue: pipeline-runner may not list "
+          "LocalQueues, and there is none named `default`)", flush=True)
+    return {**params, "local_queue": annotated[0]}
 
 
 def _client(args):

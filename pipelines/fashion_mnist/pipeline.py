@@ -16,7 +16,7 @@ def fashion_mnist(
     use_gpu: bool = False,
     data_connection: str = "aws-connection-minio",
     s3_prefix: str = "",
-    local_queue: str = "local-queue-test",
+    local_queue: str = "",
     image: str = "",
     num_workers: int = 2,
     head_cpu: str = "1",

@@ -16,7 +16,7 @@ def ray_training(
     pip: list = [],
     data_connection: str = "aws-connection-minio",
     s3_prefix: str = "",
-    local_queue: str = "local-queue-test",
+    local_queue: str = "",
     image: str = "",
     num_workers: int = 1,
     head_cpu: str = "1",

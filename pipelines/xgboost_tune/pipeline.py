@@ -14,7 +14,7 @@ def xgboost_tune(
     boosting_rounds: int = 60,
     data_connection: str = "aws-connection-minio",
     s3_prefix: str = "",
-    local_queue: str = "local-queue-test",
+    local_queue: str = "",
     image: str = "",
     num_workers: int = 1,
     head_cpu: str = "1",

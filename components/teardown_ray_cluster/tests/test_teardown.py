@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import threading
+
+from kfp_ray import tasks
 from kubernetes import client as k8s
 
-from tests.helpers import raycluster
+from tests.helpers import eventually, raycluster
 
 COMPONENT = "components.teardown_ray_cluster.component:teardown_ray_cluster"
+HOLD = "test.kfp-ray.io/hold"  # a finalizer only the test removes
+
+
+def list_rcs(co):
+    return co.list_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters")["items"]
 
 
 def names(sbx):
-    co = k8s.CustomObjectsApi(sbx.api_client())
-    return sorted(rc["metadata"]["name"] for rc in co.list_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters")["items"])
+    return sorted(rc["metadata"]["name"] for rc in list_rcs(k8s.CustomObjectsApi(sbx.api_client())))
 
 
 def test_nothing_left_is_success(sbx, run_local):
@@ -35,3 +42,43 @@ def test_deletes_the_runs_clusters_and_spares_others(sbx, run_local):
     assert result["tasks"]["teardown-ray-cluster"]["parameterValues"]["Output"] >= 0
     again, _ = run_local(COMPONENT, {"run_id": "r-td"})
     assert again["status"] == "SUCCESS"
+
+
+def test_teardown_returns_only_once_the_cluster_is_really_gone(sbx, as_pipeline_runner, capsys):
+    """On OpenShift AI a deleted RayCluster lingers while finalizers run (the CodeFlare
+    operator's ray.openshift.ai/oauth-finalizer): teardown waits until it is gone, so the
+    name and the quota are free when the run ends. Here a finalizer only the test removes."""
+    sbx.set_faults({"clusters": {"td-held": {"never_admit": True}}})
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    body = raycluster("td-held", cpu="100m", memory="256Mi")
+    body["metadata"]["labels"]["kfp-ray.io/run-id"] = "r-held"
+    body["metadata"]["finalizers"] = [HOLD]
+    co.create_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", body)
+    outcome = {}
+    t = threading.Thread(target=lambda: outcome.update(lifetime=tasks.teardown(run_id="r-held", namespace="sandbox")))
+    t.start()
+    rc = eventually(lambda: next((r for r in list_rcs(co) if r["metadata"]["name"] == "td-held"
+                                  and r["metadata"].get("deletionTimestamp")), None), 30, what="the deletion request")
+    assert t.is_alive()  # held by the finalizer: teardown cannot have returned
+    co.patch_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "td-held",
+                                      {"metadata": {"finalizers": [f for f in rc["metadata"]["finalizers"] if f != HOLD]}})
+    t.join(timeout=60)
+    assert "lifetime" in outcome and names(sbx) == []
+    out = capsys.readouterr().out
+    assert "waiting up to 300s for RayCluster td-held to be gone" in out and HOLD in out
+    assert "deleted RayCluster td-held" in out
+
+
+def test_teardown_under_the_codeflare_finalizer(sbx, as_pipeline_runner):
+    """The sandbox's CodeFlare operator holds its finalizer for finalizer_delay_s after a
+    delete: when teardown returns, the cluster is gone."""
+    sbx.set_faults({"platform": {"finalizer_delay_s": 2.0}, "clusters": {"td-cf": {"never_admit": True}}})
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    body = raycluster("td-cf", cpu="100m", memory="256Mi")
+    body["metadata"]["labels"]["kfp-ray.io/run-id"] = "r-cf"
+    co.create_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", body)
+    eventually(lambda: "ray.openshift.ai/oauth-finalizer" in (co.get_namespaced_custom_object(
+        "ray.io", "v1", "sandbox", "rayclusters", "td-cf")["metadata"].get("finalizers") or []), 30,
+        what="the CodeFlare operator's finalizer")
+    tasks.teardown(run_id="r-cf", namespace="sandbox")
+    assert names(sbx) == []
