@@ -127,7 +127,7 @@ class KueueView:
         co, ns = kube.custom(), rc["metadata"]["namespace"]
         parts = []
         cond = next((c for c in (wl.get("status") or {}).get("conditions", []) if c["type"] == "QuotaReserved"), None)
-        if cond and cond.get("message"):
+        if cond and cond.get("status") != "True" and cond.get("message"):
             parts.append(f"Kueue: {cond['message']}")
         try:
             lq = co.get_namespaced_custom_object(*KUEUE, ns, "localqueues", wl["spec"].get("queueName"))

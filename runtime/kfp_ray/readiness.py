@@ -24,7 +24,7 @@ from .wait import Backoff, log
 MAX_EVICTIONS = 2  # the second eviction fails provisioning
 PROGRESS_EVERY = 15.0
 PODS_READY_CAUSE = ("Kueue evicts a cluster whose pods are not all ready within its pods-ready timeout "
-                    "(waitForPodsReady.timeout, 5 minutes on OpenShift AI) and requeues it; the usual cause is a "
+                    "(waitForPodsReady.timeout, 5 minutes by default on OpenShift AI) and requeues it; the usual cause is a "
                     "Ray image whose pull takes longer than that (the RHOAI CUDA image is several GB) or pods slow "
                     "to start")
 PODS_READY_FIX = ("pre-pull the image on the nodes or mirror it to a registry close to the cluster, use a smaller "
@@ -158,7 +158,7 @@ class _Wait:
             said = f"Kueue evicted it: {ev.reason}: {ev.message}"
         else:
             said = ("it was suspended again after Kueue had admitted it: Kueue evicted it (on OpenShift AI most likely "
-                    "because its pods were not all ready within Kueue's 5-minute pods-ready timeout; this service "
+                    "because its pods were not all ready within Kueue's pods-ready timeout, 5 minutes by default; this service "
                     "account may not read the Workload for Kueue's exact reason)")
         if readmitted:
             said += " and admitted it again"

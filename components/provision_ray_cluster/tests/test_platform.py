@@ -57,7 +57,7 @@ def test_two_evictions_fail_naming_the_cause_and_the_fix(box, sbx, as_pipeline_r
         tasks.provision(run_id="r-evict", cluster_name="evictee", admission_timeout=120, startup_timeout=120, **SMALL)
     msg = str(exc.value)
     assert "RayCluster 'evictee' was evicted by Kueue 2 times" in msg
-    assert "pods-ready timeout (waitForPodsReady.timeout, 5 minutes on OpenShift AI)" in msg
+    assert "pods-ready timeout (waitForPodsReady.timeout, 5 minutes by default on OpenShift AI)" in msg
     assert "image whose pull takes longer" in msg
     assert "pre-pull the image" in msg and "smaller image" in msg and "raise Kueue's waitForPodsReady.timeout" in msg
     out = capsys.readouterr().out
