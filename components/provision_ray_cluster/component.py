@@ -33,16 +33,20 @@ def provision_ray_cluster(
 
     Builds the cluster with the CodeFlare SDK, sets the Kueue queue label (even when the
     pipeline's service account cannot read LocalQueues), labels it with the run, then waits
-    in two phases: queued (Kueue admission) and starting (pods). Pods that cannot start
-    (image pull failure, untolerated taint, missing secret) fail the task at once. On any
-    failure, timeout or cancellation the cluster is deleted. A retried task adopts the
-    cluster it created. Turn caching off for this task.
+    in two phases: queued (Kueue admission) and starting (pods), back to queued when Kueue
+    evicts it (pods not ready within its pods-ready timeout); the second eviction fails the
+    task. Pods that cannot start (image pull failure, untolerated taint, missing secret,
+    KubeRay's ReplicaFailure) fail the task at once. On any failure, timeout or
+    cancellation the cluster is deleted. A retried task adopts the cluster it created, never
+    one being deleted. Turn caching off for this task.
 
     Args:
         run_id: The pipeline run's id (dsl.PIPELINE_JOB_ID_PLACEHOLDER); labels the cluster.
         cluster_name: RayCluster name; empty derives one from the run id.
-        namespace: Namespace; empty uses the pipeline's own.
-        local_queue: Kueue LocalQueue; empty uses the namespace's default-queue LocalQueue.
+        namespace: Namespace; empty uses the pipeline's own (no other: the dashboard is
+            reachable only from the cluster's own namespace).
+        local_queue: Kueue LocalQueue; empty uses the namespace's default-queue LocalQueue,
+            else the one named "default" (also when LocalQueues are not readable).
         num_workers: Number of Ray worker pods (0 for a head-only cluster).
         head_cpu: CPU request of the head, e.g. "1" or "500m".
         head_memory: Memory request of the head, e.g. "4Gi".
@@ -59,8 +63,9 @@ def provision_ray_cluster(
         tolerations: Tolerations for worker pods, e.g. for tainted GPU nodes.
         node_selector: Node selector for worker pods.
         labels: Extra labels for the RayCluster.
-        admission_timeout: Seconds to wait for Kueue admission.
-        startup_timeout: Seconds to wait, once admitted, for every pod to be ready.
+        admission_timeout: Seconds to wait for Kueue admission (summed over evictions).
+        startup_timeout: Seconds to wait, once admitted, for every pod to be ready (summed
+            over evictions).
 
     Returns:
         cluster_name: The RayCluster's name.

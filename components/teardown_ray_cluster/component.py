@@ -8,7 +8,7 @@ def teardown_ray_cluster(
     cluster_name: str = "",
     timeout: int = 300,
 ) -> float:
-    """Delete the run's RayClusters and wait until they are gone.
+    """Delete the run's RayClusters and wait until they are really gone (finalizers done).
 
     Meant for a dsl.ExitHandler, so it runs after success, failure and cancellation. An
     exit task cannot take other tasks' outputs: it finds the clusters by the run id label
