@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -73,12 +73,14 @@ def test_sigterm_stops_the_job_before_the_task_exits(ray_cluster, run_local):
     job = submit(ray_cluster, "python -c 'import time; print(\"running\", flush=True); time.sleep(300)'", "cancelled")
     started = {}
     done = {}
+    output = io.StringIO()
     t = threading.Thread(target=lambda: done.update(zip(("result", "log"), run_local(
-        COMPONENT, args(ray_cluster, job), on_start=lambda p: started.update(pid=p.pid)), strict=True)))
+        COMPONENT, args(ray_cluster, job), output=output, on_start=lambda p: started.update(pid=p.pid)), strict=True)))
     t.start()
     eventually(lambda: jobs.RayJobsClient(ray_cluster.dashboard_url).info(job)["status"] == "RUNNING", 60, what="the job to run")
     task = eventually(lambda: "pid" in started and _task_process(started["pid"]), 60, what="the follow task's process")
-    time.sleep(3)  # let the task reach its poll loop
+    # The task logs the job's status from inside its SIGTERM handling, in its poll loop.
+    eventually(lambda: f"job {job}: RUNNING" in output.getvalue(), 60, what="the task to follow the running job")
     os.kill(task, signal.SIGTERM)
     t.join(timeout=120)
     assert done["result"]["status"] == "FAILURE"
