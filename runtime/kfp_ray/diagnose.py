@@ -55,7 +55,8 @@ def replica_failure(rc: dict) -> ReplicaProblem | None:
                f"(`oc describe resourcequota -n {ns}`)")
     elif re.search(r"(maximum|minimum) \S+ usage per (Container|Pod)", message):
         fix = f"fit the requests and limits in the namespace's LimitRange (`oc describe limitrange -n {ns}`)"
-    elif re.search(rf'serviceaccount "{re.escape(name)}-oauth-proxy" not found', message):
+    elif re.search(rf'serviceaccount "{re.escape(name)}-oauth-proxy(-[a-z0-9]+)?" not found', message):
+        # codeflare-operator v1.16.0 oauthServiceAccountNameFromCluster: <name>-oauth-proxy[-<hash>]
         return ReplicaProblem(reason, message, "", transient=True)
     else:
         fix = f"see `oc describe raycluster {name} -n {ns}` (its FailedToCreate*Pod events) and the namespace's admission policies"

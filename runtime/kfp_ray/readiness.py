@@ -144,7 +144,7 @@ class _Wait:
         self.pods = pod_summary(pods)
         if now - self.last_progress >= PROGRESS_EVERY:
             self.last_progress = now
-            note = (f" - KubeRay waits for the CodeFlare operator to create ServiceAccount {self.name}-oauth-proxy"
+            note = (" - KubeRay waits for the CodeFlare operator to create the head's OAuth ServiceAccount"
                     if problem else "")
             log(f"starting: {self.pods} ({self.spent['starting']:.0f}s){note}")
         return False

@@ -203,6 +203,8 @@ def test_kuberay_replica_failure_is_classified_with_its_fix():
                          "message": 'FailedCreateHeadPod\npods "c-head-x" is forbidden: error looking up service account '
                                     'ns/c-oauth-proxy: serviceaccount "c-oauth-proxy" not found'}])
     assert replica_failure(sa).transient
+    sa["status"]["conditions"][0]["message"] = sa["status"]["conditions"][0]["message"].replace("c-oauth-proxy", "c-oauth-proxy-1a2b3")
+    assert replica_failure(sa).transient  # the operator's newer, hashed name
     assert replica_failure(_rc(2, False, [{"type": "HeadPodReady", "status": "False"}])) is None
 
 
