@@ -75,8 +75,9 @@ def pod_problem(pod) -> str | None:
             continue
         what = f"pod {pod.metadata.name}, container {cs.name}: {waiting.reason}: {waiting.message or ''}".rstrip(": ")
         if cs.name in PLATFORM_CONTAINERS:
+            image = "" if cs.image and cs.image in what else f" (image {cs.image or 'unknown'})"
             return (f"{what}. This is the platform's problem, not your image's or your inputs': {cs.name} is "
-                    f"{PLATFORM_CONTAINERS[cs.name]} (image {cs.image or 'unknown'}). Fix: ask your OpenShift AI "
+                    f"{PLATFORM_CONTAINERS[cs.name]}{image}. Fix: ask your OpenShift AI "
                     "administrator to check the CodeFlare operator's images (pull secret, mirror registry, "
                     "disconnected-install image set)")
         fix = ("check the image name and that the cluster can pull it (image pull secret)" if "Image" in waiting.reason
