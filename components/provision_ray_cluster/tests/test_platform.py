@@ -80,7 +80,9 @@ def test_kueues_eviction_reason_is_logged_where_workloads_are_readable(box, sbx,
 def test_after_one_eviction_the_task_keeps_waiting_and_succeeds(box, sbx, as_pipeline_runner, capsys):
     """Evicted once (slow pods), then Kueue's timeout is generous enough: the task waits
     through the requeue within its budgets and returns a ready cluster."""
-    sbx.set_faults({"platform": FAST_EVICTION, "clusters": {"evict-once": {"slow_start": 6}}})
+    # The requeue backoff (8 s) leaves the test ample time to lengthen Kueue's timeout before the re-admission.
+    first = {"pods_ready_timeout_s": 2, "requeue_backoff_base_s": 8}
+    sbx.set_faults({"platform": first, "clusters": {"evict-once": {"slow_start": 6}}})
     outcome = {}
 
     def provision():
@@ -93,8 +95,7 @@ def test_after_one_eviction_the_task_keeps_waiting_and_succeeds(box, sbx, as_pip
     t = threading.Thread(target=provision)
     t.start()
     eventually(lambda: evicted(workload_of(sbx, "evict-once")), 60, what="Kueue's first eviction")
-    sbx.set_faults({"platform": {"pods_ready_timeout_s": 300, "requeue_backoff_base_s": 1},
-                    "clusters": {"evict-once": {"slow_start": 6}}})
+    sbx.set_faults({"platform": {**first, "pods_ready_timeout_s": 300}, "clusters": {"evict-once": {"slow_start": 6}}})
     t.join(timeout=240)
     assert "error" not in outcome, outcome.get("error")
     out = capsys.readouterr().out
