@@ -20,18 +20,22 @@ from pathlib import Path
 import yaml
 
 from .apiserver import errors
+from .apiserver.admission import QuotaFaultAdmission, ServiceAccountAdmission
 from .apiserver.rbac import Authenticator
 from .apiserver.resources import Registry
 from .apiserver.server import ApiServer
 from .apiserver.store import Store
 from .certs import ServingCA
+from .controllers.codeflare import CodeFlareOperator
 from .controllers.kubelet import Kubelet
 from .controllers.kuberay import KubeRayController
 from .controllers.kueue import KueueController
+from .controllers.namespaces import NamespaceController, NamespaceLifecycle, prepare_namespace
 from .controllers.node import NodeController
 from .controllers.serviceaccounts import ServiceAccountsController
 from .faults import Faults
 from .network import Network
+from .proxy import KubeProxy
 from .s3 import S3Server
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -76,6 +80,15 @@ def kubeconfig(server: str, user: str, token: str, namespace: str, ca_pem: bytes
             "current-context": "sandbox"}
 
 
+def install_builtin_admission(store, registry, network, faults) -> None:
+    """kube-apiserver's built-in admission and storage defaulting, for every writer
+    (controllers too): NamespaceLifecycle, ServiceAccount, namespace and Service defaulting
+    (the ClusterIP allocator), ResourceQuota (the `exceed_quota` fault), the pods' default grace."""
+    store.default_grace = lambda: faults.platform("termination_grace_s")
+    store.admission += [NamespaceLifecycle(store, registry), ServiceAccountAdmission(store, registry)]
+    store.validation += [prepare_namespace, network.allocate_service_ip, QuotaFaultAdmission(store, registry, faults)]
+
+
 def _write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -102,6 +115,7 @@ class Sandbox:
         self.ca: ServingCA | None = None
         self.controllers: list = []
         self.kubelet: Kubelet | None = None
+        self.proxy: KubeProxy | None = None
         self.info: dict = {}
 
     # --- lifecycle -------------------------------------------------------------
@@ -114,9 +128,14 @@ class Sandbox:
         self.api = ApiServer(self.store, self.registry, self.auth, self.faults,
                              audit_path=self.state_dir / "audit.log", tls=self.ca.server_context())
         kueue = KueueController(self.store, self.registry, self.faults)
-        kuberay = KubeRayController(self.store, self.registry, self.network, self.max_real_workers)
-        self.kubelet = Kubelet(self.store, self.registry, self.network, self.faults, self.state_dir / "pods")
+        codeflare = CodeFlareOperator(self.store, self.registry, self.faults)
+        kuberay = KubeRayController(self.store, self.registry, codeflare, self.max_real_workers)
+        self.proxy = KubeProxy(self.store, self.registry, self.network, lambda pod, port: self.kubelet.pod_port(pod, port))
+        self.kubelet = Kubelet(self.store, self.registry, self.network, self.faults, self.state_dir / "pods",
+                               forwarder=self.proxy.forwarder)
+        install_builtin_admission(self.store, self.registry, self.network, self.faults)
         self.api.admission.append(kueue.admission)
+        self.api.admission.append(codeflare.admission)
         self.api.log_provider = self.kubelet.pod_log
         self.api.control = self._control
         self._bootstrap()
@@ -124,7 +143,8 @@ class Sandbox:
         node = NodeController(self.store, self.registry, self.faults, self.state_dir)
         for c in (accounts, node):  # the node and every `default` account exist once start returns
             c.reconcile()
-        self.controllers = [kueue, kuberay, self.kubelet, accounts, node]
+        self.controllers = [kueue, kuberay, self.kubelet, self.proxy, accounts, node,
+                            NamespaceController(self.store, self.registry)]
         for c in self.controllers:
             c.start()
         self.api.start()

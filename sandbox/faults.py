@@ -5,7 +5,10 @@ API faults apply to every request whose path matches (errors and resets count do
            "resets": {"count": 2, "path": "..."}, "latency_ms": 200}}
 Cluster faults apply to RayClusters whose name matches a glob ("*" for all):
   {"clusters": {"demo-*": {"never_admit": true, "image_pull": true, "taint": true,
-                           "slow_start": 20, "head_crash_after": 5}}}
+                           "slow_start": 20, "head_crash_after": 5, "exceed_quota": true}}}
+`image_pull` is true (the Ray container, containers[0]) or a container name ("oauth-proxy":
+that container only). `exceed_quota` makes the apiserver refuse the cluster's pod creates as a
+namespace ResourceQuota would (403 "exceeded quota: ..."; a string names the quota).
 Platform timings (seconds; PLATFORM_DEFAULTS when unset) are what RHOAI's controllers take:
   {"platform": {"pods_ready_timeout_s": 300, "requeue_backoff_base_s": 60,
                 "finalizer_delay_s": 2.0, "termination_grace_s": 30}}
@@ -21,7 +24,7 @@ import fnmatch
 import re
 import threading
 
-CLUSTER_FAULTS = ("never_admit", "image_pull", "taint", "slow_start", "head_crash_after")
+CLUSTER_FAULTS = ("never_admit", "image_pull", "taint", "slow_start", "head_crash_after", "exceed_quota")
 # RHOAI's values: Kueue v0.11 defaults (apis/config/v1beta1/defaults.go: PodsReady timeout 5 min,
 # backoff base 60 s) under opendatahub's `waitForPodsReady: {enable: true}`; kube's 30 s grace.
 PLATFORM_DEFAULTS = {"pods_ready_timeout_s": 300.0, "requeue_backoff_base_s": 60.0,
@@ -39,6 +42,8 @@ class Faults:
         unknown = [k for k in config if k not in SECTIONS]
         for pattern, faults in (config.get("clusters") or {}).items():
             unknown += [f"clusters.{pattern}.{k}" for k in faults if k not in CLUSTER_FAULTS]
+            if not isinstance(faults.get("image_pull", False), (bool, str)):
+                raise ValueError(f"clusters.{pattern}.image_pull must be true/false or a container name")
         platform = config.get("platform") or {}
         unknown += [f"platform.{k}" for k in platform if k not in PLATFORM_DEFAULTS]
         if unknown:

@@ -1,8 +1,14 @@
 """The object store behind the API server: etcd plus the apiserver's object bookkeeping.
 
 uid, resourceVersion (one counter for all objects), generation (bumped on spec changes),
-creationTimestamp, generateName, finalizers with deletionTimestamp, garbage collection
-through ownerReferences, and an event log that watches and controllers read.
+creationTimestamp, generateName, finalizers with deletionTimestamp, graceful deletion of
+pods and namespaces, garbage collection through ownerReferences, built-in admission that
+every writer passes (controllers too, as they do through a real apiserver), and an event
+log that watches and controllers read.
+
+Deletion follows kube-apiserver v1.31 (staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go
+BeforeDelete, registry/generic/registry/store.go markAsDeleting / shouldDeleteDuringUpdate,
+pkg/registry/core/pod/strategy.go CheckGracefulDelete, pkg/registry/core/namespace/storage).
 """
 
 from __future__ import annotations
@@ -13,15 +19,27 @@ import threading
 import time
 import uuid
 from collections import deque
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from . import errors
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now_rfc3339(offset_s: float = 0.0) -> str:
+    return (datetime.now(UTC) + timedelta(seconds=offset_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(value: str) -> datetime:
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+PODS, NAMESPACES = ("", "pods"), ("", "namespaces")
+
+# A built-in admission plugin: (resource type, new object) -> None; may default fields of
+# the object or raise ApiError to refuse the create.
+CreateAdmission = Callable[[object, dict], None]
 
 
 def random_suffix(n: int = 5) -> str:
@@ -43,6 +61,14 @@ class Store:
         self._objects: dict[tuple, dict[tuple, dict]] = {}
         self.events: deque[Event] = deque(maxlen=history)
         self.types: dict[tuple, object] = {}
+        # Built-in admission on create, for every writer: `admission` runs before the name is
+        # generated (mutating plugins: NamespaceLifecycle, ServiceAccount), `validation` after
+        # (validating plugins and storage: ResourceQuota, the ClusterIP allocator).
+        self.admission: list[CreateAdmission] = []
+        self.validation: list[CreateAdmission] = []
+        # A pod's grace period when neither the request nor its spec gives one (seconds).
+        self.default_grace: Callable[[], float] = lambda: 30.0
+        self._dry = False  # within a dry-run delete (under the lock): compute, change nothing
 
     # --- helpers ---------------------------------------------------------------
     def _bucket(self, rt) -> dict:
@@ -53,10 +79,14 @@ class Store:
         return (namespace if rt.namespaced else None, name)
 
     def _record(self, type_, rt, obj):
+        if self._dry:
+            return
         self.events.append(Event(self.rv, type_, rt.key, obj["metadata"].get("namespace"), copy.deepcopy(obj)))
         self.changed.notify_all()
 
     def _bump(self, obj):
+        if self._dry:
+            return
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
 
@@ -80,22 +110,35 @@ class Store:
             return items, str(self.rv)
 
     # --- writes ----------------------------------------------------------------
-    def create(self, rt, obj: dict, dry_run: bool = False) -> dict:
-        """Store a new object; dry_run: every check and the bookkeeping, nothing stored."""
+    def check_create(self, rt, obj: dict) -> dict:
+        """Name generation and built-in admission of a create, without writing. Returns the
+        object as it would be stored."""
         with self.lock:
             obj = copy.deepcopy(obj)
             meta = obj.setdefault("metadata", {})
+            for plugin in self.admission:
+                plugin(rt, obj)
             if not meta.get("name") and meta.get("generateName"):
                 meta["name"] = meta["generateName"] + random_suffix()
+            if self._ident(rt, meta.get("namespace"), meta["name"]) in self._bucket(rt):
+                raise errors.already_exists(rt, meta["name"])
+            for plugin in self.validation:
+                plugin(rt, obj)
+            return obj
+
+    def create(self, rt, obj: dict, dry_run: bool = False) -> dict:
+        """Store a new object; dry_run: every check and the bookkeeping, nothing stored (an
+        address the ClusterIP allocator gave a dry-run Service is freed by the kube-proxy's repair)."""
+        with self.lock:
+            obj = self.check_create(rt, obj)
+            meta = obj["metadata"]
             bucket = self._bucket(rt)
             ident = self._ident(rt, meta.get("namespace"), meta["name"])
-            if ident in bucket:
-                raise errors.already_exists(rt, meta["name"])
             obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_rfc3339()
             meta["generation"] = 1
-            for k in ("resourceVersion", "deletionTimestamp", "selfLink"):
+            for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
                 meta.pop(k, None)
             if dry_run:
                 return obj
@@ -129,7 +172,8 @@ class Store:
                     else:
                         new.pop("status", None)
                 # Immutable bookkeeping comes from the stored object.
-                for k in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "namespace", "name"):
+                for k in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds",
+                          "namespace", "name"):
                     if k in current["metadata"]:
                         new["metadata"][k] = current["metadata"][k]
                     else:
@@ -143,7 +187,7 @@ class Store:
                 new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                 return new
             self._bump(new)
-            if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            if _delete_during_update(rt, current, new):
                 del bucket[ident]
                 self._record("DELETED", rt, new)
                 self._collect(new)
@@ -161,29 +205,137 @@ class Store:
             fn(current)
             return self.update(rt, current, subresource=subresource, check_rv=False)
 
-    def delete(self, rt, namespace, name, dry_run: bool = False) -> dict:
+    def delete(self, rt, namespace, name, grace_period_seconds: int | None = None,
+               preconditions: dict | None = None, dry_run: bool = False) -> dict:
+        """DELETE as kube-apiserver does it: a pod is gracefully deleted (deletionTimestamp =
+        now + grace, deletionGracePeriodSeconds; the kubelet finishes it with grace 0); a
+        namespace turns Terminating; an object with finalizers gets a deletionTimestamp and
+        stays until they are removed; anything else goes at once. Returns the object.
+        dry_run: the same answer, nothing changed."""
         with self.lock:
             bucket = self._bucket(rt)
             ident = self._ident(rt, namespace, name)
             current = bucket.get(ident)
             if current is None:
                 raise errors.not_found(rt, name)
-            if dry_run:  # what the answer would be: marked for deletion, or gone as it was
-                out = copy.deepcopy(current)
-                if out["metadata"].get("finalizers") and not out["metadata"].get("deletionTimestamp"):
-                    out["metadata"]["deletionTimestamp"] = now_rfc3339()
-                return out
-            if current["metadata"].get("finalizers"):
-                if not current["metadata"].get("deletionTimestamp"):
-                    current["metadata"]["deletionTimestamp"] = now_rfc3339()
-                    self._bump(current)
-                    self._record("MODIFIED", rt, current)
-                return copy.deepcopy(current)
-            del bucket[ident]
-            self._bump(current)
-            self._record("DELETED", rt, current)
-            self._collect(current)
+            _check_preconditions(rt, current, preconditions or {})
+            if dry_run:
+                self._dry = True
+                current = copy.deepcopy(current)
+            try:
+                return self._delete(rt, ident, current, grace_period_seconds)
+            finally:
+                self._dry = False
+
+    def _delete(self, rt, ident, current: dict, grace: int | None) -> dict:
+        meta = current["metadata"]
+        if rt.key == NAMESPACES:
+            return self._delete_namespace(rt, ident, current)
+        if grace is not None and grace < 0:  # negative means 1 s on the delete path
+            grace = 1
+        if rt.key == PODS:
+            done = self._delete_pod_gracefully(rt, current, grace)
+            if done is not None:
+                return done
+        if meta.get("finalizers"):
+            self._mark_deleting(rt, current)
             return copy.deepcopy(current)
+        return self._remove(rt, ident, current)
+
+    def _remove(self, rt, ident, current: dict) -> dict:
+        if self._dry:
+            return copy.deepcopy(current)
+        del self._bucket(rt)[ident]
+        self._bump(current)
+        self._record("DELETED", rt, current)
+        self._collect(current)
+        return copy.deepcopy(current)
+
+    def _mark_deleting(self, rt, current: dict) -> None:
+        """markAsDeleting: deletionTimestamp now (or kept if earlier), grace 0, generation bumped once."""
+        meta = current["metadata"]
+        if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds", 0) == 0:
+            return
+        if not meta.get("deletionTimestamp") and meta.get("generation"):
+            meta["generation"] += 1
+        if not meta.get("deletionTimestamp") or parse_rfc3339(meta["deletionTimestamp"]) > datetime.now(UTC):
+            meta["deletionTimestamp"] = now_rfc3339()
+        meta["deletionGracePeriodSeconds"] = 0
+        self._bump(current)
+        self._record("MODIFIED", rt, current)
+
+    def _pod_grace(self, pod: dict, requested: int | None) -> int:
+        """CheckGracefulDelete for pods: the request's grace, else the spec's, else the
+        platform default; 0 for a pod never scheduled or already finished."""
+        spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        if requested is not None:
+            period = requested
+        elif spec.get("terminationGracePeriodSeconds") is not None:
+            period = int(spec["terminationGracePeriodSeconds"])
+        else:
+            period = int(self.default_grace())
+        if not spec.get("nodeName") or status.get("phase") in ("Failed", "Succeeded"):
+            period = 0
+        return 1 if period < 0 else period
+
+    def _delete_pod_gracefully(self, rt, current: dict, grace: int | None) -> dict | None:
+        """The graceful part of a pod DELETE; None when the pod must go (or be finalized) now."""
+        meta = current["metadata"]
+        if meta.get("deletionTimestamp"):
+            existing = meta.get("deletionGracePeriodSeconds")
+            if not existing:
+                return None  # already at grace 0: delete now (or wait for finalizers)
+            if grace is None or grace >= existing:
+                return copy.deepcopy(current)  # graceful deletion pending: only a shorter grace counts
+            # Shorten: move the deadline back, never into the past (then 1 s unless 0 was asked).
+            deadline = parse_rfc3339(meta["deletionTimestamp"]) - timedelta(seconds=existing - grace)
+            now = datetime.now(UTC)
+            period = grace
+            if deadline < now:
+                deadline = now
+                if period != 0:
+                    period = 1
+            meta["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
+            meta["deletionGracePeriodSeconds"] = period
+        else:
+            period = self._pod_grace(current, grace)
+            if period == 0:
+                return None
+            meta["deletionTimestamp"] = now_rfc3339(period)
+            meta["deletionGracePeriodSeconds"] = period
+            if meta.get("generation"):
+                meta["generation"] += 1
+        if meta["deletionGracePeriodSeconds"] == 0:
+            return None if not meta.get("finalizers") else self._finalizing(rt, current)
+        self._bump(current)
+        self._record("MODIFIED", rt, current)
+        return copy.deepcopy(current)
+
+    def _finalizing(self, rt, current: dict) -> dict:
+        self._bump(current)
+        self._record("MODIFIED", rt, current)
+        return copy.deepcopy(current)
+
+    def _delete_namespace(self, rt, ident, current: dict) -> dict:
+        """The first DELETE makes the namespace Terminating (the namespace controller then
+        empties it and removes its `kubernetes` finalizer); a later one is refused while
+        spec.finalizers remain."""
+        meta = current["metadata"]
+        if not meta.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = now_rfc3339()
+            current.setdefault("status", {})["phase"] = "Terminating"
+            self._bump(current)
+            self._record("MODIFIED", rt, current)
+            return copy.deepcopy(current)
+        if (current.get("spec") or {}).get("finalizers"):
+            raise errors.ApiError(
+                409, "Conflict",
+                f'Operation cannot be fulfilled on namespaces "{meta["name"]}": The system is ensuring all content '
+                "is removed from this namespace.  Upon completion, this namespace will automatically be purged by "
+                "the system.", {"name": meta["name"], "kind": "namespaces"})
+        if meta.get("finalizers"):
+            return copy.deepcopy(current)
+        return self._remove(rt, ident, current)
 
     def _collect(self, owner: dict) -> None:
         """Background garbage collection: delete objects owned by a deleted one."""
@@ -214,6 +366,31 @@ class Store:
         with self.lock:
             return [e for e in self.events if e.rv > rv and (key is None or e.key == key)
                     and (namespace is None or e.namespace == namespace)]
+
+
+def _check_preconditions(rt, current: dict, pre: dict) -> None:
+    meta, name = current["metadata"], current["metadata"]["name"]
+    what = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+    if pre.get("uid") and pre["uid"] != meta["uid"]:
+        raise errors.ApiError(409, "Conflict", f'Operation cannot be fulfilled on {what} "{name}": the UID in the '
+                              f"precondition ({pre['uid']}) does not match the UID in record ({meta['uid']}). "
+                              "The object might have been deleted and then recreated", {"name": name, "kind": rt.plural})
+    if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
+        raise errors.ApiError(409, "Conflict", f'Operation cannot be fulfilled on {what} "{name}": the ResourceVersion '
+                              f"in the precondition ({pre['resourceVersion']}) does not match the ResourceVersion in "
+                              f"record ({meta['resourceVersion']}). The object might have been modified",
+                              {"name": name, "kind": rt.plural})
+
+
+def _delete_during_update(rt, old: dict, new: dict) -> bool:
+    """shouldDeleteDuringUpdate: the last finalizer of an object being deleted (grace 0) was
+    removed. A namespace goes once both its finalizers and spec.finalizers are empty."""
+    om, nm = old["metadata"], new["metadata"]
+    if not om.get("deletionTimestamp") or nm.get("finalizers"):
+        return False
+    if rt.key == NAMESPACES:
+        return not (new.get("spec") or {}).get("finalizers")
+    return bool(om.get("finalizers")) and not om.get("deletionGracePeriodSeconds")
 
 
 def _spec_of(obj: dict) -> dict:

@@ -2,32 +2,49 @@
 
 - Scheduling: a pod that does not tolerate the node's taints (fault `taint`) stays
   Pending with PodScheduled=False/Unschedulable and the scheduler's message.
-- Image pull (fault `image_pull`): the container waits in ErrImagePull/ImagePullBackOff
-  with the kubelet's events.
-- Start: `slow_start` delays container creation; then a Ray head or worker process
-  starts (workers once the head's GCS is up, as KubeRay's wait-gcs-ready init container
-  makes them) and the pod becomes Running, then Ready when Ray answers.
-- A Ray process that dies (fault `head_crash_after`, or a crash asked through the
-  control API) is restarted like a container: restartCount, lastState; a head restart
-  restarts the cluster's workers, which lost their GCS.
-- Deleting a pod stops its processes.
+- Image pull (fault `image_pull`: true hits the Ray container, a name hits that container):
+  the container waits in ImagePullBackOff with the kubelet's Failed/BackOff events naming its
+  image. A sidecar that cannot be pulled leaves the pod Running but not Ready.
+- Start: `slow_start` delays container creation; init containers (CodeFlare's create-cert)
+  complete at once; then the Ray container's process starts (workers once the head's GCS is
+  up, as KubeRay's wait-gcs-ready init container makes them) and is Ready when Ray answers.
+  Other containers (the oauth-proxy sidecar) are not Ray processes: they are marked running
+  and ready, with no process behind them.
+- A Ray process that dies (fault `head_crash_after`, or a crash asked through the control
+  API) is restarted like a container: restartCount, lastState; a head restart restarts the
+  cluster's workers, which lost their GCS.
+- Ports: the head's Ray processes listen on free ports of the pod's own address; the pod's
+  container ports (gcs 6379, dashboard 8265, client 10001, metrics 8080, or what the ray
+  start command says) are forwarded to them on the pod's address, and `pod_port()` tells
+  the kube-proxy where a Service's targetPort really is.
+- Termination (kubelet v1.31): a pod with a deletionTimestamp gets SIGTERM (Killing event),
+  SIGKILL after its deletionGracePeriodSeconds, terminated container states and a final
+  phase, then the kubelet deletes it with grace 0. A pod removed at once (grace 0) is
+  killed with the kubelet's minimum grace of 2 s.
 """
 
 from __future__ import annotations
 
+import shlex
 import threading
 import time
 from pathlib import Path
 
 from .. import quantity
+from ..apiserver.errors import ApiError
 from ..apiserver.store import now_rfc3339
-from ..raynode import RayNode
-from .base import Controller, record_event, set_condition
-from .kuberay import FOLD, HEAD_PORTS, POD_IP
+from ..raynode import RayNode, free_port
+from .base import Controller, log, record_event
 
 NODE = "sandbox-node"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 READY_TIMEOUT = 180.0
+MIN_GRACE = 2.0  # kuberuntime's minimumGracePeriodInSeconds
+# The head's Ray ports: `ray start` flag -> the port Ray uses when the flag is absent.
+HEAD_PORT_FLAGS = {"port": 6379, "dashboard-port": 8265, "ray-client-server-port": 10001, "metrics-export-port": 8080}
+# Env the CodeFlare webhook adds for Ray's mTLS: dropped, the sandbox's Ray runs without TLS.
+TLS_ENV = ("RAY_USE_TLS", "RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY", "RAY_TLS_CA_CERT")
+FOLD = "sandbox.kfp-ray.io/fold"  # "0": folded into another node; "k": runs k replicas' resources
 
 
 def tolerates(pod: dict, taint: dict) -> bool:
@@ -45,12 +62,13 @@ class ConfigError(Exception):
     """The container's env refers to a Secret or ConfigMap (key) that does not exist."""
 
 
-def container_env(store, registry, pod: dict) -> dict[str, str]:
-    """Resolve the Ray container's env and envFrom as the kubelet does."""
+def container_env(store, registry, pod: dict, container: dict | None = None) -> dict[str, str]:
+    """Resolve a container's env and envFrom as the kubelet does (the Ray container by default)."""
     import base64
 
     ns = pod["metadata"]["namespace"]
-    container = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+    if container is None:
+        container = ((pod.get("spec") or {}).get("containers") or [{}])[0]
 
     def source(kind: str, name: str, optional: bool) -> dict | None:
         rt = registry.get("", "secrets" if kind == "secret" else "configmaps")
@@ -63,6 +81,10 @@ def container_env(store, registry, pod: dict) -> dict[str, str]:
             return {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
         return dict(obj.get("data") or {})
 
+    fields = {"metadata.name": pod["metadata"]["name"], "metadata.namespace": ns,
+              "spec.nodeName": (pod.get("spec") or {}).get("nodeName", ""),
+              "status.podIP": (pod.get("status") or {}).get("podIP", ""),
+              "status.hostIP": (pod.get("status") or {}).get("hostIP", "")}
     env: dict[str, str] = {}
     for ref in container.get("envFrom") or []:
         for key, kind in (("secretRef", "secret"), ("configMapRef", "configmap")):
@@ -72,6 +94,9 @@ def container_env(store, registry, pod: dict) -> dict[str, str]:
     for item in container.get("env") or []:
         if "value" in item:
             env[item["name"]] = str(item["value"])
+        field = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        if field in fields:
+            env[item["name"]] = fields[field]
         for key, kind in (("secretKeyRef", "secret"), ("configMapKeyRef", "configmap")):
             ref = (item.get("valueFrom") or {}).get(key)
             if ref:
@@ -95,32 +120,79 @@ def container_resources(pod: dict) -> tuple[float, float, int]:
     return cpu, gpu, mem
 
 
+def ray_start_flags(pod: dict) -> dict[str, str]:
+    """The `--flag=value` options of the Ray container's `ray start` command (KubeRay writes
+    it into args from rayStartParams)."""
+    c = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+    text = " ".join((c.get("command") or []) + (c.get("args") or []))
+    flags: dict[str, str] = {}
+    if "ray start" not in text:
+        return flags
+    try:
+        words = shlex.split(text.split("ray start", 1)[1].split(";")[0].split("&&")[0])
+    except ValueError:
+        return flags
+    for w in words:
+        if w.startswith("--"):
+            k, _, v = w[2:].partition("=")
+            flags[k] = v or "true"
+    return flags
+
+
+def head_container_ports(pod: dict) -> dict[str, int]:
+    """`ray start` flag -> the port the head's process listens on inside its pod."""
+    flags = ray_start_flags(pod)
+    out = {}
+    for flag, default in HEAD_PORT_FLAGS.items():
+        try:
+            out[flag] = int(flags.get(flag, default))
+        except ValueError:
+            out[flag] = default
+    return out
+
+
 class PodRuntime:
-    def __init__(self, pod: dict):
+    def __init__(self, pod: dict, ip: str):
         self.uid = pod["metadata"]["uid"]
         self.ns, self.name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-        self.cluster = pod["metadata"]["labels"].get("ray.io/cluster", "")
-        self.head = pod["metadata"]["labels"].get("ray.io/node-type") == "head"
+        self.cluster = (pod["metadata"].get("labels") or {}).get("ray.io/cluster", "")
+        self.head = (pod["metadata"].get("labels") or {}).get("ray.io/node-type") == "head"
+        self.ip = ip
         self.node: RayNode | None = None
         self.thread: threading.Thread | None = None
+        self.started_at: str | None = None  # containers created (the Ray one's process started)
+        self.running = False  # the Ray container runs
         self.ready_at: float | None = None
         self.restarts = 0
+        self.last_state: dict | None = None
         self.crashed_once = False
         self.stopping = False
+        self.blocked: dict[str, tuple[str, str]] = {}  # container -> (waiting reason, message)
+        self.exit_codes: dict[str, int] | None = None  # set once terminated
+        self.kill_at: float | None = None  # SIGKILL deadline of a termination (monotonic)
+        self.ports: dict[int, int] = {}  # head: container port -> the Ray process's real port
+        self.terminator: threading.Thread | None = None
 
 
 class Kubelet(Controller):
     name = "kubelet"
 
-    def __init__(self, store, registry, network, faults, root: Path):
+    def __init__(self, store, registry, network, faults, root: Path, forwarder=None):
         super().__init__(store, registry)
         self.network, self.faults, self.root = network, faults, root
+        self.forwarder = forwarder  # gives pods their container ports (sandbox/proxy.py)
         self.pod_t = self.rt("", "pods")
         self.svc_t = self.rt("", "services")
         self.pods: dict[str, PodRuntime] = {}
         self.lock = threading.Lock()
         self.stoppers: list[threading.Thread] = []
-        self.terminating: dict[str, PodRuntime] = {}  # deleted pods whose processes are stopping
+        self.terminating: dict[str, PodRuntime] = {}  # pods whose processes are stopping
+
+    def _event(self, pod: dict, type_: str, reason: str, message: str, component: str = "kubelet") -> None:
+        try:
+            record_event(self.store, self.registry, pod, type_, reason, message, component)
+        except ApiError:
+            pass  # e.g. the namespace is terminating: the recorder drops it
 
     # --- reconcile -------------------------------------------------------------
     def reconcile(self) -> None:
@@ -128,69 +200,32 @@ class Kubelet(Controller):
         live = {p["metadata"]["uid"] for p in pods}
         with self.lock:
             gone = [rt for uid, rt in self.pods.items() if uid not in live]
-            for rt in gone:
-                del self.pods[rt.uid]
-        for rt in gone:
-            self._stop_runtime(rt)
+        for rt in gone:  # removed without us (grace 0, or a terminated pod's final delete)
+            self._terminate(rt, None, MIN_GRACE)
         for pod in pods:
-            if pod["metadata"].get("deletionTimestamp"):
-                continue
-            self._reconcile_pod(pod)
+            try:
+                if pod["metadata"].get("deletionTimestamp"):
+                    self._begin_termination(pod)
+                else:
+                    self._reconcile_pod(pod)
+            except Exception:  # one pod never stops the others
+                log.exception("kubelet: pod %s/%s", pod["metadata"]["namespace"], pod["metadata"]["name"])
 
     def _reconcile_pod(self, pod: dict) -> None:
         uid = pod["metadata"]["uid"]
-        name = pod["metadata"]["labels"].get("ray.io/cluster", "")
-        faults = self.faults.for_cluster(name)
+        faults = self.faults.for_cluster(pod["metadata"].get("labels", {}).get("ray.io/cluster", ""))
         status = pod.get("status") or {}
         if not pod["spec"].get("nodeName"):
-            taints = [GPU_TAINT] if faults.get("taint") else []
-            untolerated = [t for t in taints if not tolerates(pod, t)]
-            if untolerated:
-                t = untolerated[0]
-                msg = (f"0/1 nodes are available: 1 node(s) had untolerated taint {{{t['key']}: {t['value']}}}. "
-                       "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
-                self._set_status(pod, lambda s: s.update(phase="Pending", conditions=set_condition(
-                    s.get("conditions"), "PodScheduled", "False", "Unschedulable", msg)))
-                if not any(c.get("message") == msg for c in status.get("conditions") or []):
-                    record_event(self.store, self.registry, pod, "Warning", "FailedScheduling", msg, "default-scheduler")
-                return
-            ip = pod["metadata"].get("annotations", {}).get(POD_IP) or self.network.allocate()
-
-            def bind(p):
-                p["spec"]["nodeName"] = NODE
-            self.store.mutate(self.pod_t, pod["metadata"]["namespace"], pod["metadata"]["name"], bind)
-            self._set_status(pod, lambda s: s.update(
-                phase="Pending", hostIP="127.0.0.1", podIP=ip, podIPs=[{"ip": ip}], startTime=now_rfc3339(),
-                conditions=set_condition(set_condition(s.get("conditions"), "PodScheduled", "True", "", ""),
-                                         "Ready", "False", "ContainersNotReady", "containers with unready status: [ray]"),
-                containerStatuses=[self._container(pod, waiting=("ContainerCreating", ""))]))
-            record_event(self.store, self.registry, pod, "Normal", "Scheduled",
-                         f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {NODE}",
-                         "default-scheduler")
-            return
-        if faults.get("image_pull"):
-            image = self._image(pod)
-            if (status.get("containerStatuses") or [{}])[0].get("state", {}).get("waiting", {}).get("reason") != "ImagePullBackOff":
-                record_event(self.store, self.registry, pod, "Warning", "Failed",
-                             f'Failed to pull image "{image}": reading manifest in {image}: manifest unknown', "kubelet")
-                record_event(self.store, self.registry, pod, "Normal", "BackOff", f'Back-off pulling image "{image}"', "kubelet")
-                self._set_status(pod, lambda s: s.update(containerStatuses=[self._container(
-                    pod, waiting=("ImagePullBackOff", f'Back-off pulling image "{image}"'))]))
-            return
-        try:
-            container_env(self.store, self.registry, pod)
-        except ConfigError as exc:
-            message = str(exc)
-            waiting = (status.get("containerStatuses") or [{}])[0].get("state", {}).get("waiting", {})
-            if waiting.get("message") != message:
-                record_event(self.store, self.registry, pod, "Warning", "Failed", f"Error: {message}", "kubelet")
-                self._set_status(pod, lambda s: s.update(containerStatuses=[self._container(
-                    pod, waiting=("CreateContainerConfigError", message))]))
+            self._schedule(pod, faults, status)
             return
         with self.lock:
             rt = self.pods.get(uid)
-            if rt is None:
-                rt = self.pods[uid] = PodRuntime(pod)
+        if rt is None:  # bound by an earlier kubelet pass that is gone (never here), or by hand
+            rt = self._adopt(pod)
+        rt.blocked = self._blocked(pod, faults)
+        self._refresh(rt, pod)
+        if self._ray_blocked(pod, rt):
+            return
         if rt.thread is None:
             rt.thread = threading.Thread(target=self._run_pod, args=(rt, dict(pod), faults), daemon=True,
                                          name=f"pod-{rt.name}")
@@ -201,24 +236,192 @@ class Kubelet(Controller):
             rt.crashed_once = True
             self.crash(rt.ns, rt.cluster)
 
-    # --- pod lifecycle ---------------------------------------------------------
-    def _image(self, pod: dict) -> str:
-        return ((pod["spec"].get("containers") or [{}])[0].get("image")) or "image"
+    def _schedule(self, pod: dict, faults: dict, status: dict) -> None:
+        taints = [GPU_TAINT] if faults.get("taint") else []
+        untolerated = [t for t in taints if not tolerates(pod, t)]
+        if untolerated:
+            t = untolerated[0]
+            msg = (f"0/1 nodes are available: 1 node(s) had untolerated taint {{{t['key']}: {t['value']}}}. "
+                   "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
+            if not any(c.get("message") == msg for c in status.get("conditions") or []):
+                self._set_status(pod, lambda s: s.update(phase="Pending", conditions=[
+                    {"type": "PodScheduled", "status": "False", "lastProbeTime": None,
+                     "lastTransitionTime": now_rfc3339(), "reason": "Unschedulable", "message": msg}]))
+                self._event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
+            return
 
-    def _container(self, pod: dict, waiting=None, running=False, ready=False, restarts=0, last=None) -> dict:
-        c = (pod["spec"].get("containers") or [{}])[0]
-        state = {"waiting": {"reason": waiting[0], **({"message": waiting[1]} if waiting[1] else {})}} if waiting \
-            else {"running": {"startedAt": now_rfc3339()}}
-        out = {"name": c.get("name", "ray"), "image": c.get("image", ""), "imageID": "", "ready": ready,
-               "restartCount": restarts, "started": running, "state": state}
-        if last:
-            out["lastState"] = last
+        def bind(p):
+            p["spec"]["nodeName"] = NODE
+        self.store.mutate(self.pod_t, pod["metadata"]["namespace"], pod["metadata"]["name"], bind)
+        pod["spec"]["nodeName"] = NODE
+        self._adopt(pod)
+        self._event(pod, "Normal", "Scheduled",
+                    f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {NODE}",
+                    "default-scheduler")
+
+    def _adopt(self, pod: dict) -> PodRuntime:
+        ip = (pod.get("status") or {}).get("podIP") or self.network.allocate()
+        rt = PodRuntime(pod, ip)
+        with self.lock:
+            self.pods[rt.uid] = rt
+        self._set_status(pod, lambda s: s.update(hostIP="127.0.0.1", hostIPs=[{"ip": "127.0.0.1"}], podIP=ip,
+                                                 podIPs=[{"ip": ip}], startTime=s.get("startTime") or now_rfc3339()))
+        pod.setdefault("status", {}).update(podIP=ip)
+        self._refresh(rt, pod)
+        return rt
+
+    def _blocked(self, pod: dict, faults: dict) -> dict[str, tuple[str, str]]:
+        """Containers that cannot be created: image pull fault, or env that does not resolve."""
+        spec = pod["spec"]
+        containers = spec.get("containers") or []
+        everything = (spec.get("initContainers") or []) + containers
+        pull = faults.get("image_pull")
+        out: dict[str, tuple[str, str]] = {}
+        for c in everything:
+            hit = (pull is True and containers and c is containers[0]) or (isinstance(pull, str) and c.get("name") == pull)
+            if hit:
+                image = c.get("image") or "image"
+                out[c["name"]] = ("ImagePullBackOff", f'Back-off pulling image "{image}"')
+        for c in containers:
+            if c["name"] in out:
+                continue
+            try:
+                container_env(self.store, self.registry, pod, c)
+            except ConfigError as exc:
+                out[c["name"]] = ("CreateContainerConfigError", str(exc))
+        old = {s["name"]: (s.get("state") or {}).get("waiting", {}) for s in
+               ((pod.get("status") or {}).get("containerStatuses") or []) + ((pod.get("status") or {}).get("initContainerStatuses") or [])}
+        for name, (reason, message) in out.items():
+            if old.get(name, {}).get("message") == message:
+                continue  # already reported
+            c = next(c for c in everything if c["name"] == name)
+            if reason == "ImagePullBackOff":
+                image = c.get("image") or "image"
+                self._event(pod, "Warning", "Failed",
+                            f'Failed to pull image "{image}": reading manifest in {image}: manifest unknown')
+                self._event(pod, "Normal", "BackOff", f'Back-off pulling image "{image}"')
+            else:
+                self._event(pod, "Warning", "Failed", f"Error: {message}")
         return out
+
+    def _ray_blocked(self, pod: dict, rt: PodRuntime) -> bool:
+        """The Ray container cannot start: it (or an init container) is blocked."""
+        spec = pod["spec"]
+        ray = (spec.get("containers") or [{}])[0].get("name")
+        return ray in rt.blocked or any(c["name"] in rt.blocked for c in spec.get("initContainers") or [])
+
+    # --- status ----------------------------------------------------------------
+    def _pod_status(self, rt: PodRuntime, pod: dict) -> dict:
+        spec, old = pod["spec"], pod.get("status") or {}
+        containers, inits = spec.get("containers") or [], spec.get("initContainers") or []
+        ray = containers[0]["name"] if containers else None
+        old_states = {s["name"]: s for s in (old.get("containerStatuses") or []) + (old.get("initContainerStatuses") or [])}
+        blocked_init = next((c["name"] for c in inits if c["name"] in rt.blocked), None)
+        done = rt.exit_codes is not None
+
+        def status(c, state, ready=False, restarts=0, last=None, started=None):
+            out = {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": ready,
+                   "restartCount": restarts, "started": bool(started), "state": state}
+            if last:
+                out["lastState"] = last
+            if "running" in state or "terminated" in state:
+                out["containerID"] = f"cri-o://{rt.uid[:8]}{c['name']}"
+            return out
+
+        def waiting(reason, message=""):
+            return {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+
+        init_statuses, initialized = [], blocked_init is None
+        for i, c in enumerate(inits):
+            if blocked_init is not None and inits.index(next(x for x in inits if x["name"] == blocked_init)) < i:
+                init_statuses.append(status(c, waiting("PodInitializing")))
+            elif c["name"] in rt.blocked:
+                init_statuses.append(status(c, waiting(*rt.blocked[c["name"]])))
+            else:
+                prev = (old_states.get(c["name"]) or {}).get("state", {}).get("terminated")
+                init_statuses.append(status(c, {"terminated": prev or {
+                    "exitCode": 0, "reason": "Completed", "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}}))
+        main = []
+        for c in containers:
+            name = c["name"]
+            if done:
+                code = rt.exit_codes.get(name, 0)
+                prev = (old_states.get(name) or {}).get("state", {})
+                reason = "Completed" if code == 0 else "Error" if rt.started_at else "ContainerStatusUnknown"
+                main.append(status(c, {"terminated": {
+                    "exitCode": code, "reason": reason,
+                    "startedAt": (prev.get("running") or {}).get("startedAt", rt.started_at or now_rfc3339()),
+                    "finishedAt": now_rfc3339()}}, restarts=rt.restarts if name == ray else 0))
+            elif not initialized:
+                main.append(status(c, waiting("PodInitializing")))
+            elif name in rt.blocked:
+                main.append(status(c, waiting(*rt.blocked[name]), restarts=rt.restarts if name == ray else 0,
+                                   last=rt.last_state if name == ray else None))
+            elif name == ray:
+                if rt.running:
+                    main.append(status(c, {"running": {"startedAt": rt.started_at}}, ready=rt.ready_at is not None,
+                                       restarts=rt.restarts, last=rt.last_state, started=True))
+                else:
+                    main.append(status(c, waiting("ContainerCreating"), restarts=rt.restarts, last=rt.last_state))
+            elif rt.started_at:  # a sidecar: no process, running once the pod's containers start
+                main.append(status(c, {"running": {"startedAt": rt.started_at}}, ready=True, started=True))
+            else:
+                main.append(status(c, waiting("ContainerCreating")))
+        unready = [s["name"] for s in main if not s["ready"]]
+        if done:
+            phase = "Succeeded" if all(s["state"]["terminated"]["exitCode"] == 0 for s in main) else "Failed"
+        elif any("running" in s["state"] for s in main):
+            phase = "Running"
+        else:
+            phase = "Pending"
+        old_conds = {c["type"]: c for c in old.get("conditions") or []}
+
+        def cond(type_, ok, reason="", message=""):
+            prev = old_conds.get(type_)
+            status_ = "True" if ok else "False"
+            c = {"type": type_, "status": status_, "lastProbeTime": None,
+                 "lastTransitionTime": prev["lastTransitionTime"] if prev and prev["status"] == status_ else now_rfc3339()}
+            if not ok and reason:
+                c["reason"] = reason
+                if message:
+                    c["message"] = message
+            return c
+
+        incomplete = [c["name"] for c in inits if c["name"] == blocked_init or
+                      (blocked_init is not None and inits.index(c) > [x["name"] for x in inits].index(blocked_init))]
+        ready_reason, ready_msg = ("PodCompleted", "") if done else (
+            "ContainersNotReady", f"containers with unready status: [{' '.join(unready)}]")
+        conditions = [
+            cond("PodReadyToStartContainers", not done),
+            cond("Initialized", initialized, "ContainersNotInitialized",
+                 f"containers with incomplete status: [{' '.join(incomplete)}]"),
+            cond("Ready", not unready, ready_reason, ready_msg),
+            cond("ContainersReady", not unready, ready_reason, ready_msg),
+            cond("PodScheduled", True),
+        ]
+        out = {**old, "phase": phase, "conditions": conditions, "containerStatuses": main,
+               "qosClass": old.get("qosClass") or _qos(pod)}
+        if inits:
+            out["initContainerStatuses"] = init_statuses
+        return out
+
+    def _refresh(self, rt: PodRuntime, pod: dict | None = None) -> None:
+        """Write the pod's status as the kubelet's status manager would, if it changed."""
+        with self.store.lock:
+            current = self.store.find(self.pod_t, rt.ns, rt.name)
+            if current is None or current["metadata"]["uid"] != rt.uid or not current["spec"].get("nodeName"):
+                return
+            new = self._pod_status(rt, current)
+            if new == current.get("status"):
+                return
+            current["status"] = new
+            self.store.update(self.pod_t, current, subresource="status", check_rv=False)
 
     def _set_status(self, pod: dict, fn) -> None:
         self.store.mutate(self.pod_t, pod["metadata"]["namespace"], pod["metadata"]["name"],
                           lambda p: fn(p.setdefault("status", {})), subresource="status")
 
+    # --- pod lifecycle ---------------------------------------------------------
     def _run_pod(self, rt: PodRuntime, pod: dict, faults: dict) -> None:
         delay = float(faults.get("slow_start") or 0)
         deadline = time.monotonic() + delay
@@ -227,16 +430,20 @@ class Kubelet(Controller):
         fold = int((pod["metadata"].get("annotations") or {}).get(FOLD, "1"))
         if fold == 0:  # a folded replica: its resources run on another worker node
             if self._wait_head_ready(rt):
-                self._mark_running(rt, pod)
+                rt.started_at, rt.running, rt.ready_at = now_rfc3339(), True, time.monotonic()
+                self._refresh(rt)
             return
         while not rt.stopping:
             if not rt.head and not self._wait_head_ready(rt):
                 return
             node = self._make_node(rt, pod, fold)
-            if node is None:
+            if node is None or rt.stopping:
                 return
             rt.node = node
             node.start()
+            rt.started_at, rt.running = now_rfc3339(), True
+            self._open_ports(rt)
+            self._refresh(rt)
             started = time.monotonic()
             while not rt.stopping and node.alive() and not node.ready() and time.monotonic() - started < READY_TIMEOUT:
                 time.sleep(0.25)
@@ -244,34 +451,36 @@ class Kubelet(Controller):
                 return
             if node.alive() and node.ready():
                 rt.ready_at = time.monotonic()
-                self._mark_running(rt, pod)
+                self._refresh(rt)
                 while not rt.stopping and node.alive():
                     time.sleep(0.25)
             if rt.stopping:
                 return
             # The container died: record it and restart, as kubelet does.
             rt.restarts += 1
-            rt.ready_at = None
-            last = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": now_rfc3339()}}
-            self._set_status(pod, lambda s, last=last: s.update(
-                conditions=set_condition(s.get("conditions"), "Ready", "False", "ContainersNotReady",
-                                         "containers with unready status: [ray]"),
-                containerStatuses=[self._container(pod, waiting=("ContainerCreating", ""), restarts=rt.restarts, last=last)]))
+            rt.ready_at, rt.running = None, False
+            rt.last_state = {"terminated": {"exitCode": node.exit_code() or 137, "reason": "Error",
+                                            "startedAt": rt.started_at, "finishedAt": now_rfc3339()}}
+            self._close_ports(rt)
+            self._refresh(rt)
             node.stop(grace=2)
             if rt.head:
                 self._restart_workers(rt)
 
-    def _mark_running(self, rt: PodRuntime, pod: dict) -> None:
-        self._set_status(pod, lambda s: s.update(
-            phase="Running",
-            conditions=set_condition(set_condition(s.get("conditions"), "Initialized", "True", "", ""),
-                                     "Ready", "True", "", ""),
-            containerStatuses=[self._container(pod, running=True, ready=True, restarts=rt.restarts,
-                                               last=((s.get("containerStatuses") or [{}])[0].get("lastState")))]))
+    def _open_ports(self, rt: PodRuntime) -> None:
+        if self.forwarder is None:
+            return
+        for port, real in rt.ports.items():
+            self.forwarder.listen(("pod", rt.uid), rt.ip, port, lambda real=real: (rt.ip, real))
+
+    def _close_ports(self, rt: PodRuntime) -> None:
+        if self.forwarder is not None:
+            self.forwarder.close(("pod", rt.uid))
 
     def _head_runtime(self, rt: PodRuntime) -> PodRuntime | None:
         with self.lock:
-            return next((r for r in self.pods.values() if r.head and r.ns == rt.ns and r.cluster == rt.cluster), None)
+            return next((r for r in self.pods.values() if r.head and r.ns == rt.ns and r.cluster == rt.cluster
+                         and not r.stopping), None)
 
     def _wait_head_ready(self, rt: PodRuntime) -> bool:
         while not rt.stopping:
@@ -281,26 +490,45 @@ class Kubelet(Controller):
             time.sleep(0.25)
         return False
 
+    def _gcs_address(self, rt: PodRuntime, head: PodRuntime) -> str | None:
+        """Where a worker finds the GCS: the head Service's port for it (through the kube-proxy),
+        or, for a headless Service, the head pod's address (its forwarded container port)."""
+        head_pod = self.store.find(self.pod_t, head.ns, head.name)
+        if head_pod is None:
+            return None
+        gcs = head_container_ports(head_pod)["port"]
+        svcs, _ = self.store.list(self.svc_t, rt.ns, lambda s: (s["metadata"].get("labels") or {}).get("ray.io/cluster") == rt.cluster
+                                  and (s["metadata"].get("labels") or {}).get("ray.io/node-type") == "head")
+        for svc in svcs:
+            ip = svc["spec"].get("clusterIP")
+            port = next((p["port"] for p in svc["spec"].get("ports") or [] if p.get("targetPort", p["port"]) == gcs), None)
+            if ip and ip != "None" and port:
+                return f"{ip}:{port}"
+        return f"{head.ip}:{gcs}"
+
     def _make_node(self, rt: PodRuntime, pod: dict, fold: int) -> RayNode | None:
         current = self.store.find(self.pod_t, rt.ns, rt.name)
         if current is None:
             return None
-        ip = current["status"]["podIP"]
         cpu, gpu, mem = container_resources(current)
-        svc = self.store.find(self.svc_t, rt.ns, f"{rt.cluster}-head-svc")
-        ports = {p["name"]: p["port"] for p in (svc or {}).get("spec", {}).get("ports", [])}
         try:
             env = container_env(self.store, self.registry, current)
         except ConfigError:
             return None
+        env = {k: v for k, v in env.items() if k not in TLS_ENV}  # no certificates here: Ray TLS stays off
         if rt.head:
-            return RayNode(rt.name, ip, head=True, num_cpus=cpu, num_gpus=gpu, memory=mem, root=self.root,
-                           ports={flag: ports[name] for name, flag in HEAD_PORTS.items() if name in ports}, env=env)
-        gcs = f"{svc['spec']['clusterIP']}:{ports['gcs-server']}"
+            ports = head_container_ports(current)
+            real = {flag: free_port() for flag in ports}
+            rt.ports = {ports[flag]: real[flag] for flag in ports}
+            return RayNode(rt.name, rt.ip, head=True, num_cpus=cpu, num_gpus=gpu, memory=mem, root=self.root,
+                           ports=real, env=env)
         head = self._head_runtime(rt)
-        return RayNode(rt.name, ip, head=False, num_cpus=cpu * fold, num_gpus=gpu * fold, memory=mem * fold,
+        gcs = self._gcs_address(rt, head) if head is not None else None
+        if gcs is None:
+            return None
+        return RayNode(rt.name, rt.ip, head=False, num_cpus=cpu * fold, num_gpus=gpu * fold, memory=mem * fold,
                        root=self.root, gcs_address=gcs, env=env,
-                       head_temp_dir=head.node.temp_dir if head is not None and head.node is not None else None)
+                       head_temp_dir=head.node.temp_dir if head.node is not None else None)
 
     def _restart_workers(self, head: PodRuntime) -> None:
         with self.lock:
@@ -309,29 +537,92 @@ class Kubelet(Controller):
             if w.node is not None:
                 w.node.crash()
 
-    def _stop_runtime(self, rt: PodRuntime) -> None:
+    # --- termination -----------------------------------------------------------
+    def _begin_termination(self, pod: dict) -> None:
+        uid = pod["metadata"]["uid"]
+        with self.lock:
+            rt = self.pods.get(uid)
+        if rt is None:  # never bound here: nothing runs, finish at once
+            rt = PodRuntime(pod, (pod.get("status") or {}).get("podIP") or "")
+            with self.lock:
+                self.pods[uid] = rt
+        grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
+        self._terminate(rt, pod, grace)
+
+    def _terminate(self, rt: PodRuntime, pod: dict | None, grace: float) -> None:
+        """SIGTERM now, SIGKILL at the grace deadline; a shorter grace later moves the deadline."""
+        deadline = time.monotonic() + max(grace, MIN_GRACE)
+        if rt.terminator is not None:
+            rt.kill_at = min(rt.kill_at or deadline, deadline)
+            return
+        rt.kill_at = deadline
         rt.stopping = True
         with self.lock:
             self.terminating[rt.uid] = rt
+        if pod is not None and rt.node is not None and rt.node.alive():
+            ray = (pod["spec"].get("containers") or [{}])[0].get("name", "ray")
+            self._event(pod, "Normal", "Killing", f"Stopping container {ray}")
+        rt.terminator = threading.Thread(target=self._finish, args=(rt, pod is not None), daemon=True,
+                                         name=f"stop-{rt.name}")
+        rt.terminator.start()
+        self.stoppers.append(rt.terminator)
 
-        def stop():
-            try:
-                if rt.thread is not None:
-                    rt.thread.join(timeout=15)
-                if rt.node is not None:
-                    rt.node.stop()
-            finally:
-                with self.lock:
-                    self.terminating.pop(rt.uid, None)
-        t = threading.Thread(target=stop, daemon=True, name=f"stop-{rt.name}")
-        t.start()
-        self.stoppers.append(t)
+    def _finish(self, rt: PodRuntime, delete: bool) -> None:
+        try:
+            if rt.thread is not None:
+                rt.thread.join(timeout=15)
+            node = rt.node
+            code = 137  # a container that never ran: ContainerStatusUnknown
+            if node is not None:
+                node.terminate()
+                wait = 0.05
+                while node.alive() and time.monotonic() < (rt.kill_at or 0):
+                    time.sleep(wait)
+                    wait = min(wait * 1.5, 0.5)
+                code = node.exit_code()
+                node.stop(grace=0)  # SIGKILL whatever is left, and clean up
+                code = code if code is not None else node.exit_code()
+            elif rt.running:  # a folded replica: no process of its own
+                code = 0
+            self._close_ports(rt)
+            rt.running, rt.ready_at = False, None
+            rt.exit_codes = {}
+            pod = self.store.find(self.pod_t, rt.ns, rt.name)
+            if pod is not None and pod["metadata"]["uid"] == rt.uid:
+                ray = (pod["spec"].get("containers") or [{}])[0].get("name")
+                rt.exit_codes = {c["name"]: (code or 0) if c["name"] == ray else (0 if rt.started_at else 137)
+                                 for c in pod["spec"].get("containers") or []}
+                self._refresh(rt)
+                if delete:
+                    try:
+                        self.store.delete(self.pod_t, rt.ns, rt.name, grace_period_seconds=0,
+                                          preconditions={"uid": rt.uid})
+                    except ApiError:
+                        pass  # gone or replaced meanwhile
+        except Exception:
+            log.exception("kubelet: terminating %s/%s", rt.ns, rt.name)
+        finally:
+            with self.lock:
+                self.terminating.pop(rt.uid, None)
+                if self.pods.get(rt.uid) is rt:
+                    del self.pods[rt.uid]
+            if rt.ip:
+                self.network.release(rt.ip)
 
-    # --- used by the control API and the sandbox -------------------------------
+    # --- used by the control API, the kube-proxy and the sandbox ----------------
+    def pod_port(self, pod: dict, port: int) -> tuple[str, int] | None:
+        """Where the pod's container port really listens (the kube-proxy's backend)."""
+        with self.lock:
+            rt = self.pods.get(pod["metadata"]["uid"])
+        if rt is None or rt.stopping or port not in rt.ports or not rt.running:
+            return None
+        return rt.ip, rt.ports[port]
+
     def crash(self, namespace: str, cluster: str) -> bool:
         """Kill a cluster's head Ray processes now (SIGKILL); the pod restarts them."""
         with self.lock:
-            head = next((r for r in self.pods.values() if r.head and r.ns == namespace and r.cluster == cluster), None)
+            head = next((r for r in self.pods.values() if r.head and r.ns == namespace and r.cluster == cluster
+                         and not r.stopping), None)
         if head is None or head.node is None:
             return False
         head.node.crash()
@@ -347,14 +638,13 @@ class Kubelet(Controller):
     def processes(self) -> list[dict]:
         """Ray processes of pods, running or still stopping after their pod was deleted."""
         with self.lock:
-            runtimes = list(self.pods.values()) + list(self.terminating.values())
+            runtimes = list({id(r): r for r in list(self.pods.values()) + list(self.terminating.values())}.values())
         out = []
         for r in runtimes:
             pids = r.node.pids() if r.node is not None else []
             if pids:
                 out.append({"namespace": r.ns, "pod": r.name, "cluster": r.cluster, "pids": pids,
-                            "temp_dir": str(r.node.temp_dir),
-                            "terminating": r.stopping})
+                            "temp_dir": str(r.node.temp_dir), "terminating": r.stopping})
         return out
 
     def shutdown(self) -> None:
@@ -362,8 +652,20 @@ class Kubelet(Controller):
         self.stop()
         with self.lock:
             runtimes = list(self.pods.values())
-            self.pods.clear()
         for rt in runtimes:
-            self._stop_runtime(rt)
-        for t in self.stoppers:
+            self._terminate(rt, None, 10.0)
+        for t in list(self.stoppers):
             t.join(timeout=30)
+
+
+def _qos(pod: dict) -> str:
+    """The pod's QoS class, as the apiserver computes it from its containers' resources."""
+    resources = [c.get("resources") or {} for c in (pod.get("spec") or {}).get("containers") or []]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+
+    def guaranteed(r: dict) -> bool:
+        limits, requests = r.get("limits") or {}, r.get("requests") or {}
+        return all(k in limits and quantity.parse(requests.get(k, limits[k])) == quantity.parse(limits[k])
+                   for k in ("cpu", "memory"))
+    return "Guaranteed" if all(guaranteed(r) for r in resources) else "Burstable"
