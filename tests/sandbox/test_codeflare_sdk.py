@@ -33,6 +33,7 @@ def owned_objects(sbx, name):
         "services": [s.metadata.name for s in v1.list_namespaced_service("sandbox").items],
         "routes": [o["metadata"]["name"] for o in co.list_namespaced_custom_object("route.openshift.io", "v1", "sandbox", "routes")["items"]],
         "secrets": [s.metadata.name for s in v1.list_namespaced_secret("sandbox", label_selector=f"ray.openshift.ai/cluster-name={name}").items],
+        "serviceaccounts": [s.metadata.name for s in v1.list_namespaced_service_account("sandbox", label_selector=f"ray.openshift.ai/cluster-name={name}").items],
     }
 
 
@@ -56,6 +57,19 @@ def test_sdk_apply_wait_ready_status_details_job_and_down(box, sbx, sdk_auth):
     assert uri.startswith("http://127.") and details.dashboard == uri
     assert cluster.is_dashboard_ready()
 
+    # What the CodeFlare operator (v1.16.0) and KubeRay (v1.4) made of it.
+    v1 = k8s.CoreV1Api(sbx.api_client())
+    rc = co.get_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "sdk-e2e")
+    assert rc["metadata"]["finalizers"] == ["ray.openshift.ai/oauth-finalizer"]
+    svc = v1.read_namespaced_service("sdk-e2e-head-svc", "sandbox")
+    assert {p.name: p.port for p in svc.spec.ports} == {"gcs": 6379, "dashboard": 8265, "client": 10001, "metrics": 8080}
+    assert uri == f"http://{svc.spec.cluster_ip}:8265"  # the Route goes to the head Service's dashboard port
+    head = v1.list_namespaced_pod("sandbox", label_selector="ray.io/cluster=sdk-e2e,ray.io/node-type=head").items[0]
+    [sa] = owned_objects(sbx, "sdk-e2e")["serviceaccounts"]
+    assert sa.startswith("sdk-e2e-oauth-proxy-") and head.spec.service_account_name == sa
+    assert [(c.name, c.ready) for c in head.status.container_statuses] == [("ray-head", True), ("oauth-proxy", True)]
+    assert [(c.name, c.state.terminated.reason) for c in head.status.init_container_statuses] == [("create-cert", "Completed")]
+
     jobs = cluster.job_client
     job_id = jobs.submit_job(entrypoint=JOB)
     final = eventually(lambda: (s := jobs.get_job_status(job_id)).is_terminal() and s, 90, what="the Ray job")
@@ -64,7 +78,8 @@ def test_sdk_apply_wait_ready_status_details_job_and_down(box, sbx, sdk_auth):
     assert "nodes: 2" in logs and "cpus: 2.0" in logs
 
     cluster.down()
-    gone = eventually(lambda: not any(owned_objects(sbx, "sdk-e2e")[k] for k in ("rayclusters", "workloads", "pods", "routes", "secrets"))
+    gone = eventually(lambda: not any(owned_objects(sbx, "sdk-e2e")[k] for k in ("rayclusters", "workloads", "pods", "routes", "secrets",
+                                                                                "serviceaccounts"))
                       and not [s for s in owned_objects(sbx, "sdk-e2e")["services"] if s.startswith("sdk-e2e")], 30,
                       what="every object of the cluster to be deleted")
     assert gone

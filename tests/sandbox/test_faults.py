@@ -59,8 +59,63 @@ def test_image_pull_failure_leaves_the_head_pending_with_backoff(sbx, api):
     assert head.status.container_statuses[0].state.waiting.message == 'Back-off pulling image "quay.io/nowhere/ray:missing"'
     reasons = dict(events_about(api, head.metadata.name))
     assert reasons["Failed"].startswith('Failed to pull image "quay.io/nowhere/ray:missing"')
-    assert "state" not in rc(api, "badimage")["status"]  # KubeRay never says ready; the SDK keeps waiting
+    # KubeRay never says ready: it keeps the state it last wrote (`suspended` if it saw the cluster
+    # before Kueue admitted it), and the SDK keeps waiting.
+    assert rc(api, "badimage")["status"].get("state") in (None, "suspended")
     assert sbx.processes() == []
+
+
+@pytest.mark.ray
+def test_sidecar_image_pull_leaves_the_head_running_but_not_ready(sbx, api):
+    from sandbox.controllers.codeflare import OAUTH_PROXY_IMAGE
+
+    sbx.set_faults({"clusters": {"nosidecar": {"image_pull": "oauth-proxy"}}})
+    create(api, raycluster("nosidecar", workers=0, memory="1Gi"))
+
+    def by_name(p):
+        return {c.name: c for c in p.status.container_statuses or []}
+
+    def ray_ready_sidecar_pulling():
+        head = next(iter(pods(api, "nosidecar")), None)
+        st = by_name(head) if head else {}
+        return st.get("ray-head") and st["ray-head"].ready and st.get("oauth-proxy") and head
+    head = eventually(ray_ready_sidecar_pulling, 120, what="the Ray container to be ready beside the failing sidecar")
+    sidecar = by_name(head)["oauth-proxy"]
+    assert sidecar.state.waiting.reason == "ImagePullBackOff"
+    assert sidecar.state.waiting.message == f'Back-off pulling image "{OAUTH_PROXY_IMAGE}"'
+    assert head.status.phase == "Running"
+    ready = next(c for c in head.status.conditions if c.type == "Ready")
+    assert (ready.status, ready.message) == ("False", "containers with unready status: [oauth-proxy]")
+    assert [p["cluster"] for p in sbx.processes()] == ["nosidecar"]  # the Ray head runs
+    reasons = dict(events_about(api, head.metadata.name))
+    assert reasons["Failed"].startswith(f'Failed to pull image "{OAUTH_PROXY_IMAGE}"')
+    assert reasons["BackOff"] == f'Back-off pulling image "{OAUTH_PROXY_IMAGE}"'
+    status = eventually(lambda: (s := rc(api, "nosidecar")["status"]) and any(
+        c["type"] == "HeadPodReady" and c["message"] == ready.message for c in s.get("conditions", [])) and s, 15,
+        what="KubeRay to report the head not ready")
+    assert status.get("state") != "ready"
+
+
+def test_exceed_quota_makes_kuberay_report_replica_failure_until_it_clears(sbx, api):
+    # image_pull keeps Ray from starting once the pod can be created: this test needs no Ray.
+    sbx.set_faults({"clusters": {"overquota": {"exceed_quota": True, "image_pull": True}}})
+    create(api, raycluster("overquota", workers=1))
+
+    def failure():
+        conds = (rc(api, "overquota").get("status") or {}).get("conditions") or []
+        return next((c for c in conds if c["type"] == "ReplicaFailure"), None)
+    cond = eventually(failure, 30, what="KubeRay's ReplicaFailure condition")
+    assert cond["status"] == "True" and cond["reason"] == "FailedCreateHeadPod"
+    assert cond["message"].startswith('FailedCreateHeadPod\npods "overquota-head-')
+    assert "is forbidden: exceeded quota: compute-resources, requested: pods=1, used: pods=" in cond["message"]
+    events = [(e.type, e.reason, e.message) for e in k8s.CoreV1Api(api).list_namespaced_event(
+        NS, field_selector="involvedObject.name=overquota").items]
+    assert any(t == "Warning" and r == "FailedToCreateHeadPod" and m.startswith('Failed to create head Pod sandbox/, pods "overquota-head-')
+               for t, r, m in events), events
+    assert pods(api, "overquota") == []
+    sbx.set_faults({"clusters": {"overquota": {"image_pull": True}}})
+    eventually(lambda: len(pods(api, "overquota")) == 2 and not failure(), 60,
+               what="KubeRay to create the pods and drop ReplicaFailure once the quota allows")
 
 
 def test_untolerated_taint_leaves_pods_unschedulable_unless_tolerated(sbx, api):
