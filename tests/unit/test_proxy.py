@@ -14,6 +14,7 @@ from sandbox.apiserver.store import Store
 from sandbox.core import wait_until
 from sandbox.network import Network
 from sandbox.proxy import Forwarder, KubeProxy
+from sandbox.raynode import free_port
 
 NS = "sandbox"
 
@@ -80,25 +81,26 @@ def test_forwarder_pipes_both_ways_and_closes_what_it_owns(echo):
 
 def test_forwarder_fault_modes_refuse_hang_and_restore(echo):
     ip = Network().allocate()
+    port, other = free_port(), free_port()  # ports no wildcard listener of another process can hold
     fwd = Forwarder("test")
     try:
-        fwd.listen("svc", ip, 10001, lambda: echo)
+        assert fwd.listen("svc", ip, port, lambda: echo)
         fwd.set_mode("svc", "refuse")
-        assert refused((ip, 10001))
+        assert refused((ip, port))
         fwd.set_mode("svc", "hang")
-        with socket.create_connection((ip, 10001), timeout=5) as s:
+        with socket.create_connection((ip, port), timeout=5) as s:
             s.sendall(b"hello")
             s.settimeout(0.3)
             with pytest.raises(TimeoutError):
                 s.recv(1)  # accepted, never answered
         fwd.set_mode("svc", None)
-        assert talk((ip, 10001)) == b"ping"
-        fwd.listen("svc", ip, 10002, lambda: None)  # no backend: the connection is reset
+        assert talk((ip, port)) == b"ping"
+        assert fwd.listen("svc", ip, other, lambda: None)  # no backend: the connection is reset
         with pytest.raises(OSError):
-            talk((ip, 10002))
+            talk((ip, other))
     finally:
         fwd.stop()
-    assert refused((ip, 10001))
+    assert refused((ip, port))
 
 
 @pytest.fixture
