@@ -206,6 +206,11 @@ class Forwarder:
         self._wake_r.close()
         self._wake_w.close()
 
+    def listening(self, ip: str, port: int) -> bool:
+        """Whether some owner accepts connections on ip:port now."""
+        with self._lock:
+            return any((ip, port) in addrs for addrs in self._listeners.values())
+
     def owners(self) -> set:
         with self._lock:
             return ({o for (o, _) in self._backends} | set(self._listeners) | set(self._conns)

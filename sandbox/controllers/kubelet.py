@@ -492,19 +492,28 @@ class Kubelet(Controller):
 
     def _gcs_address(self, rt: PodRuntime, head: PodRuntime) -> str | None:
         """Where a worker finds the GCS: the head Service's port for it (through the kube-proxy),
-        or, for a headless Service, the head pod's address (its forwarded container port)."""
+        or, for a headless Service, the head pod's address (its forwarded container port). If
+        the forwarder could not take that address (another process on this machine holds the
+        port on every address), the head's real GCS port, so a worker never joins a stranger."""
         head_pod = self.store.find(self.pod_t, head.ns, head.name)
-        if head_pod is None:
+        if head_pod is None or not head.ports:
             return None
         gcs = head_container_ports(head_pod)["port"]
         svcs, _ = self.store.list(self.svc_t, rt.ns, lambda s: (s["metadata"].get("labels") or {}).get("ray.io/cluster") == rt.cluster
                                   and (s["metadata"].get("labels") or {}).get("ray.io/node-type") == "head")
+        candidates = []
         for svc in svcs:
             ip = svc["spec"].get("clusterIP")
             port = next((p["port"] for p in svc["spec"].get("ports") or [] if p.get("targetPort", p["port"]) == gcs), None)
             if ip and ip != "None" and port:
+                candidates.append((ip, port))
+        candidates.append((head.ip, gcs))
+        for ip, port in candidates:
+            if self.forwarder is not None and self.forwarder.listening(ip, port):
                 return f"{ip}:{port}"
-        return f"{head.ip}:{gcs}"
+        if self.forwarder is not None:
+            log.warning("kubelet: %s reaches the GCS of %s directly: its Service/pod port is not forwarded", rt.name, head.name)
+        return f"{head.ip}:{head.ports[gcs]}"
 
     def _make_node(self, rt: PodRuntime, pod: dict, fold: int) -> RayNode | None:
         current = self.store.find(self.pod_t, rt.ns, rt.name)
