@@ -9,14 +9,7 @@ from kubernetes import client
 from kubernetes.client import ApiException
 
 from sandbox.apiserver import defaults
-from tests.unit.apiserver_kit import NS, api_client, start_api, status_of
-
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory):
-    srv = start_api(tmp_path_factory.mktemp("defaults"))
-    yield srv
-    srv.stop()
+from tests.unit.apiserver_kit import NS, api_client, status_of
 
 
 @pytest.fixture

@@ -15,18 +15,6 @@ WATCH_LIST_REFUSED = ('ListOptions.meta.k8s.io "" is invalid: sendInitialEvents:
                       "forbidden for watch unless the WatchList feature gate is enabled")
 
 
-@pytest.fixture(scope="module")
-def api(tmp_path_factory):
-    srv = start_api(tmp_path_factory.mktemp("verbs"))
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def admin(api):
-    return api_client(api, api.auth.admin)
-
-
 def _unchanged(api):
     """The store's resourceVersion: any write (and any event a controller could see) moves it."""
     return api.store.rv

@@ -2,34 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
 from kubernetes import client
 
 from sandbox.apiserver import reviews
 from sandbox.apiserver.rbac import Authenticator
-from tests.unit.apiserver_kit import NS, api_client, raw, start_api
+from tests.unit.apiserver_kit import NS, raw
 
 RUNNER_BINDING = ('RBAC: allowed by RoleBinding "pipeline-runner-dspa/sandbox" of Role "pipeline-runner-dspa" '
                   'to ServiceAccount "pipeline-runner-dspa/sandbox"')
 ADMIN_BINDING = ('RBAC: allowed by ClusterRoleBinding "cluster-admins" of ClusterRole "cluster-admin" '
                  'to Group "system:cluster-admins"')
-
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory):
-    srv = start_api(tmp_path_factory.mktemp("reviews"))
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def admin(api):
-    return api_client(api, api.auth.admin)
-
-
-@pytest.fixture
-def runner(api):
-    return api_client(api, api.auth.pipeline_runner)
 
 
 def _res(verb, group, resource, namespace=NS, subresource="", name=""):
