@@ -82,7 +82,9 @@ def test_head_service_named_ports_reach_ray_and_deletion_is_graceful(sbx):
     events = pod_events(v1, "ray.io/cluster=svcnet,ray.io/node-type=head", rv,
                         lambda seen: any(t == "DELETED" and o.metadata.name == head.metadata.name for t, o in seen))
     mine = [o for t, o in events if o.metadata.name == head.metadata.name]
-    assert mine[0].metadata.deletion_grace_period_seconds == 30 and mine[0].metadata.deletion_timestamp
+    terminating = [o for o in mine if o.metadata.deletion_timestamp]  # (earlier events: status updates)
+    assert terminating[0].metadata.deletion_grace_period_seconds == 30
+    assert terminating[0].status.phase == "Running"  # Terminating: still listed, still running
     last = mine[-1].status.container_statuses[0].state.terminated
     assert last is not None and last.exit_code != 137  # Ray stopped on SIGTERM, no SIGKILL was needed
     eventually(lambda: [p for p in v1.list_namespaced_pod(NS, label_selector="ray.io/cluster=svcnet,ray.io/node-type=head").items
