@@ -515,7 +515,10 @@ class _Call:
             self._send(200, store.update(rt, new, subresource=sub, dry_run=dry), headers=_warning_headers(warnings))
 
     def _delete(self, rt, namespace, name, sub, query, who):
-        obj = self.api.store.delete(rt, namespace, name, dry_run=_dry_run(query, "DeleteOptions", self._delete_options()))
+        options = self._delete_options()
+        obj = self.api.store.delete(rt, namespace, name, grace_period_seconds=_grace(query, options),
+                                    preconditions=options.get("preconditions") or None,
+                                    dry_run=_dry_run(query, "DeleteOptions", options))
         # Still there (finalizers pending): the object; gone: as the type's registry answers.
         if rt.group or rt.plural in ("pods", "services", "namespaces") or obj["metadata"].get("deletionTimestamp"):
             self._send(200, obj)
@@ -524,11 +527,13 @@ class _Call:
                              "details": {"name": name, "kind": rt.plural, "uid": obj["metadata"]["uid"]}})
 
     def _deletecollection(self, rt, namespace, name, sub, query, who):
-        dry = _dry_run(query, "DeleteOptions", self._delete_options())
+        options = self._delete_options()
+        dry, grace = _dry_run(query, "DeleteOptions", options), _grace(query, options)
         items, _ = self.api.store.list(rt, namespace, self._matchers(query))
         for obj in items:
             try:
-                self.api.store.delete(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"], dry_run=dry)
+                self.api.store.delete(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"],
+                                      grace_period_seconds=grace, dry_run=dry)
             except ApiError:
                 pass
         self._send(200, {**self._list_kind(rt), "metadata": {}, "items": items})
@@ -541,6 +546,17 @@ class _Call:
         except ApiError:
             return {}
         return body if isinstance(body, dict) else {}
+
+
+def _grace(query: dict, options: dict) -> int | None:
+    """gracePeriodSeconds from the query or the DeleteOptions body (the body wins, as in kube)."""
+    value = options.get("gracePeriodSeconds", (query.get("gracePeriodSeconds") or [None])[0])
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise errors.bad_request(f"invalid gracePeriodSeconds: {value!r}") from None
 
 
 BOOKMARK_EVERY_S = 60.0  # the cacher's bookmarkFrequency

@@ -134,3 +134,26 @@ def test_namespace_create_defaults_and_termination(env):
     store.mutate(cms, NS, "held", lambda o: o["metadata"].update(finalizers=[]))
     ctl.reconcile()
     assert store.find(nss, None, NS) is None
+
+
+def test_grace_period_of_an_http_delete_reaches_the_store(tmp_path):
+    """`kubectl delete --grace-period=0` and client-go's DeleteOptions body: a scheduled pod
+    with grace 0 goes at once, a given grace is recorded on the Terminating pod."""
+    from kubernetes import client
+
+    from tests.unit.apiserver_kit import api_client, start_api
+
+    api = start_api(tmp_path)
+    try:
+        v1 = client.CoreV1Api(api_client(api, api.auth.admin))
+        ns = api.store.list(api.registry.get("", "namespaces"))[0][0]["metadata"]["name"]
+        for name in ("slow", "now"):
+            v1.create_namespaced_pod(ns, {"metadata": {"name": name}, "spec": {
+                "nodeName": "sandbox-node", "containers": [{"name": "c", "image": "busybox"}]}})
+        kept = v1.delete_namespaced_pod("slow", ns, grace_period_seconds=7)
+        assert kept.metadata.deletion_grace_period_seconds == 7
+        v1.delete_namespaced_pod("now", ns, body=client.V1DeleteOptions(grace_period_seconds=0))
+        names = [p.metadata.name for p in v1.list_namespaced_pod(ns).items]
+        assert "now" not in names and "slow" in names
+    finally:
+        api.stop()
