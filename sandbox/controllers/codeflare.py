@@ -63,19 +63,22 @@ def _new_names(rc: dict) -> bool:
     return VERSION_ANNOTATION in (rc["metadata"].get("annotations") or {})
 
 
+def _object_name(rc: dict, suffix: str) -> str:
+    """`<name>-<suffix>`, hashed as v1.16's RCCUniqueName when the webhook versioned the cluster."""
+    base = f"{rc['metadata']['name']}-{suffix}"
+    return unique_name(base) if _new_names(rc) else base
+
+
 def oauth_sa_name(rc: dict) -> str:
-    name = rc["metadata"]["name"]
-    return unique_name(f"{name}-oauth-proxy") if _new_names(rc) else f"{name}-oauth-proxy"
+    return _object_name(rc, "oauth-proxy")
 
 
 def oauth_secret_name(rc: dict) -> str:
-    name = rc["metadata"]["name"]
-    return unique_name(f"{name}-oauth-config") if _new_names(rc) else f"{name}-oauth-config"
+    return _object_name(rc, "oauth-config")
 
 
 def oauth_tls_secret_name(rc: dict) -> str:
-    name = rc["metadata"]["name"]
-    return unique_name(f"{name}-proxy-tls-secret") if _new_names(rc) else f"{name}-proxy-tls-secret"
+    return _object_name(rc, "proxy-tls-secret")
 
 
 def ca_secret_name(rc: dict) -> str:

@@ -42,22 +42,7 @@ def api(tmp_path_factory):
     srv.stop()
 
 
-def _client(api, identity):
-    cfg = client.Configuration()
-    cfg.host = api.url
-    cfg.ssl_ca_cert = api.ca_file
-    cfg.api_key = {"authorization": f"Bearer {identity.token}"}
-    return client.ApiClient(cfg)
-
-
-@pytest.fixture
-def admin(api):
-    return _client(api, api.auth.admin)
-
-
-@pytest.fixture
-def runner(api):
-    return _client(api, api.auth.pipeline_runner)
+# `admin` and `runner` clients of this module's `api`: tests/unit/conftest.py.
 
 
 def status_of(exc: ApiException) -> dict:
