@@ -33,6 +33,9 @@ __all__ = ["RayNode", "descendants", "free_port", "kill_recorded", "pid_alive", 
 NODE_PORT_FLAGS = ("node-manager-port", "object-manager-port", "dashboard-agent-grpc-port",
                    "dashboard-agent-listen-port", "metrics-export-port", "runtime-env-agent-port")
 OBJECT_STORE_CAP = 256 * 1024 * 1024  # keep /dev/shm use small on a shared 2-core machine
+# In every Ray process's environment, and so in all they start: the job drivers, which Ray
+# runs in sessions of their own, are found by it once their parents are gone.
+NODE_ENV = "KFP_RAY_SANDBOX_NODE"
 
 
 def free_port() -> int:
@@ -139,7 +142,8 @@ class RayNode:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=ray_env(self.env), start_new_session=True, cwd=str(self.temp_dir))
+                                     env=ray_env({**self.env, NODE_ENV: str(self.temp_dir)}), start_new_session=True,
+                                     cwd=str(self.temp_dir))
         log.close()
         self._record(pgid=self.proc.pid)  # its session and group: start_new_session
 

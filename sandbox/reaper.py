@@ -14,8 +14,9 @@ What it is told, always before the thing exists, so no process or directory is e
     environment, and so do their descendants;
   - record directories: `*.pid` JSON files {"temp_dir": ..., "pgid": ...} that sandbox/raynode.py
     writes before a Ray node's temp dir and process exist; processes naming the temp dir on their
-    command line, the node's process group/session and all their descendants are killed, the temp
-    dir and the record removed;
+    command line or in their environment (job drivers too, which Ray starts in sessions of their
+    own), the node's process group/session and all their descendants are killed, the temp dir
+    and the record removed;
   - paths to remove (over the pipe, one JSON line each, atomic below PIPE_BUF).
 It kills nothing else, and never runs `ray stop` (that would kill every Ray process of the machine).
 When the owner stops its sandbox cleanly it sends "done": the watchdog then only kills what is
@@ -109,15 +110,29 @@ def session_tree(leader: int, include_leader: bool = True) -> set[int]:
     return _closure(roots, procs)
 
 
-def _mentions(cmdline: bytes, marker: bytes) -> bool:
+def _mentions(data: bytes, marker: bytes) -> bool:
     # A whole path: /tmp/kr-ab must not match /tmp/kr-abc.
-    return re.search(re.escape(marker) + rb"(?![\w.-])", cmdline) is not None
+    return re.search(re.escape(marker) + rb"(?![\w.-])", data) is not None
+
+
+def _names(pid: int, markers: list[bytes]) -> bool:
+    """Whether a process names a marker on its command line or in its environment (a Ray
+    node's processes and everything they start, Ray job drivers in sessions of their own
+    included, inherit KFP_RAY_SANDBOX_NODE=<its temp dir>: see raynode.py)."""
+    if not markers:
+        return False
+    cmdline = _read(f"/proc/{pid}/cmdline")
+    if any(_mentions(cmdline, m) for m in markers):
+        return True
+    environ = _read(f"/proc/{pid}/environ")
+    return any(_mentions(environ, m) for m in markers)
 
 
 def pids_mentioning(marker: str) -> list[int]:
-    """Processes whose command line names marker (a node's private temp dir)."""
-    m, me = marker.encode(), os.getpid()
-    return sorted(pid for pid in _processes() if pid != me and _mentions(_read(f"/proc/{pid}/cmdline"), m))
+    """Processes naming marker (a node's private temp dir) on their command line or in their
+    environment."""
+    m, me = [marker.encode()], os.getpid()
+    return sorted(pid for pid in _processes() if pid != me and _names(pid, m))
 
 
 def signal_pid(pid: int, sig) -> None:
@@ -154,7 +169,7 @@ def find_targets(tag: str | None, markers: list[str], groups: set[int], trusted:
     for pid, (_, pgrp, sid) in procs.items():
         if pid in spare:
             continue
-        if encoded and any(_mentions(_read(f"/proc/{pid}/cmdline"), m) for m in encoded):
+        if _names(pid, encoded):
             hits.add(pid)
             trusted.update(g for g in (pgrp, sid) if g in groups)
         elif entry and entry in b"\0" + _read(f"/proc/{pid}/environ"):

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SLEEPER = "import sys, time; time.sleep(600)"
 
 # An owner: a watchdog, a dir to remove, a recorded "Ray node" (a process naming its temp dir,
-# with a child that left its session and names nothing), and a tagged process tree. It prints
+# with a child that left its session and names nothing), a "job driver" naming the node only in
+# its environment, and a tagged process tree. It prints
 # what it made, then waits for the test's signal, or for "close" on stdin (a clean stop).
 OWNER = textwrap.dedent("""
     import json, os, signal, subprocess, sys, time
@@ -44,13 +45,17 @@ OWNER = textwrap.dedent("""
                     "time.sleep(600)" % sleeper)
     node = subprocess.Popen([sys.executable, "-c", spawn_orphan, str(temp)], start_new_session=True)
     (pods / "node.kr-node.pid").write_text(json.dumps({"temp_dir": str(temp), "pgid": node.pid}))
+    # a Ray job's driver: its own session, its parent gone, only its environment names the node
+    driver = subprocess.Popen([sys.executable, "-c", sleeper], env={**os.environ, "KFP_RAY_SANDBOX_NODE": str(temp)},
+                              start_new_session=True)
     tagged = subprocess.Popen([sys.executable, "-c", spawn_orphan], env={**os.environ, **wd.env()},
                               start_new_session=True)
-    print(json.dumps({"watchdog": wd.proc.pid, "node": node.pid, "tagged": tagged.pid, "scratch": str(scratch),
+    print(json.dumps({"watchdog": wd.proc.pid, "node": node.pid, "tagged": tagged.pid, "driver": driver.pid,
+                      "scratch": str(scratch),
                       "temp": str(temp), "tag": wd.tag}), flush=True)
     if sys.stdin.readline().strip() == "close":
         from sandbox.reaper import descendants, signal_pid
-        for p in (node, tagged):
+        for p in (node, tagged, driver):
             for pid in descendants(p.pid):
                 signal_pid(pid, 9)
             p.kill()
@@ -75,7 +80,8 @@ def start_owner(tmp_path):
     made = json.loads(owner.stdout.readline())
     # the stand-ins' children exist before the owner dies (else there is nothing to test)
     made["pids"] = eventually(lambda: len(tree_of(made["node"])) == 2 and len(tree_of(made["tagged"])) == 2
-                              and tree_of(made["node"]) + tree_of(made["tagged"]), 30, what="the stand-in trees")
+                              and tree_of(made["node"]) + tree_of(made["tagged"]) + [made["driver"]], 30,
+                              what="the stand-in trees")
     return owner, made
 
 
