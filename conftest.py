@@ -12,13 +12,42 @@ from sandbox import Sandbox
 from sandbox.client import SandboxClient
 
 
+def pytest_configure(config):
+    """SIGTERM unwinds a test run like Ctrl-C, so the session's sandbox stops in order (its
+    watchdog covers SIGKILL)."""
+    import signal
+    import threading
+
+    from sandbox.reaper import raise_interrupt
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, raise_interrupt)
+
+
+def pytest_keyboard_interrupt(excinfo):
+    """Ctrl-C or SIGTERM: stop the session's sandbox at once, before the fixtures' teardown
+    (which would wait on it)."""
+    for sb in _RUNNING:
+        sb.stop()
+
+
+_RUNNING: list[Sandbox] = []  # the session's sandbox, for pytest_keyboard_interrupt
+
+
 @pytest.fixture(scope="session")
 def box(tmp_path_factory):
+    from sandbox.reaper import owned_tempdir
+
     os.environ["CODEFLARE_TLS_DIR"] = str(tmp_path_factory.mktemp("codeflare-tls"))
     sb = Sandbox(tmp_path_factory.mktemp("sandbox"))
     sb.start()
-    yield sb
-    sb.stop()
+    _RUNNING.append(sb)
+    try:
+        with owned_tempdir(sb.watchdog):  # temp files of this run go with it, even on SIGKILL
+            yield sb
+    finally:
+        _RUNNING.remove(sb)
+        sb.stop()
 
 
 @pytest.fixture
@@ -35,6 +64,8 @@ def sbx(box):
 
     before = names()
     yield client
+    if box.stopped:  # an interrupted run: nothing to tidy
+        return
     client.clear_faults()
     for name in names() - before:
         co.delete_namespaced_custom_object("ray.io", "v1", client.namespace, "rayclusters", name)
@@ -95,7 +126,7 @@ def run_local(box, tmp_path):
         buf = output or io.StringIO()
         result = local.run(target, arguments, env={"KUBECONFIG": box.info["kubeconfig_pipeline_runner"], **(env or {})},
                            pipeline_root=str(tmp_path / f"root-{len(list(tmp_path.iterdir()))}"), output=buf,
-                           on_start=on_start)
+                           on_start=on_start, watchdog=box.watchdog)
         return result, buf.getvalue()
 
     return run
@@ -117,7 +148,8 @@ def ray_cluster(box):
         yield p
     finally:
         try:
-            cluster.delete("shared-ray", "sandbox")
+            if not box.stopped:  # else an interrupted run: nothing to delete
+                cluster.delete("shared-ray", "sandbox")
         finally:
             if saved is None:
                 os.environ.pop("KUBECONFIG", None)

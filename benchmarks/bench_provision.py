@@ -11,23 +11,29 @@ import io
 import os
 import statistics
 import sys
-import tempfile
+import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+HOLD_S = 3600.0  # --hold: long enough for any test; a signal ends it
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--hold", action="store_true",
+                    help="after the first cluster is ready, print 'holding' and wait to be stopped (to test its cleanup)")
     args = ap.parse_args()
-    from sandbox import Sandbox
+    from sandbox import Sandbox, wait_until
     from sandbox.client import SandboxClient
+    from sandbox.reaper import owned_tempdir, sigterm_as_interrupt, wait_interruptibly
 
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["CODEFLARE_TLS_DIR"] = os.path.join(tmp, "tls")
-        with Sandbox(os.path.join(tmp, "sb")) as box:
+    # The sandbox's own temp dir, and this process's temp files, go if it dies (its watchdog
+    # removes them and stops its Ray); SIGTERM unwinds like Ctrl-C.
+    try:
+        with sigterm_as_interrupt(), Sandbox() as box, owned_tempdir(box.watchdog):
+            os.environ["CODEFLARE_TLS_DIR"] = str(box.state_dir / "tls")
             client = SandboxClient(box.info)
             os.environ["KUBECONFIG"] = box.info["kubeconfig"]
             from codeflare_sdk import Cluster, ClusterConfiguration, KubeConfigFileAuthentication
@@ -62,11 +68,13 @@ def main() -> None:
                     t = time.monotonic()
                     fn(name)
                     times[label].append(time.monotonic() - t)
+                    if args.hold:
+                        print("holding", flush=True)
+                        wait_interruptibly(threading.Event(), HOLD_S)
                     reqs[label].append(requests_since(mark))
                     with contextlib.redirect_stdout(io.StringIO()):
                         kcluster.delete(name, "sandbox")
-                    while client.processes():
-                        time.sleep(0.2)
+                    wait_until(lambda: not client.processes(), 120, f"{name}'s Ray processes to stop", interval=0.2)
                     print(f"round {i} {label:14} {times[label][-1]:6.2f} s  {reqs[label][-1]:4d} API requests", flush=True)
             med = {k: statistics.median(v) for k, v in times.items()}
             ratios = [a / b for a, b in zip(times["kfp-ray"], times["codeflare-sdk"], strict=True)]
@@ -74,7 +82,11 @@ def main() -> None:
             print(f"ratio kfp-ray/sdk per round: {', '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f})")
             print(f"median API requests: kfp-ray {statistics.median(reqs['kfp-ray'])}, "
                   f"codeflare-sdk {statistics.median(reqs['codeflare-sdk'])}")
+    except KeyboardInterrupt:
+        print("interrupted: the sandbox and its Ray processes are stopped", file=sys.stderr)
+        return 130
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -113,14 +113,17 @@ def cmd_run(args) -> int:
     compiled = registry.compiled_path(args.name)
     if not compiled.exists():
         raise UsageError(f"{compiled} is missing: run `python -m pipelines compile` first")
-    import tempfile
-
     from sandbox import Sandbox
     from sandbox.client import SandboxClient
+    from sandbox.reaper import owned_tempdir, sigterm_as_interrupt
 
     started = time.monotonic()
     print("==> starting the sandbox (OpenShift AI: Kubernetes API, Kueue, KubeRay, S3)", flush=True)
-    with tempfile.TemporaryDirectory(prefix="kfp-ray-run-") as tmp, Sandbox(os.path.join(tmp, "sandbox")) as box:
+    # The sandbox's own temp dir holds the run's outputs too: its watchdog removes it (and this
+    # process's temp files), and stops every process of the run, if this process dies; SIGTERM
+    # unwinds like Ctrl-C.
+    with sigterm_as_interrupt(), Sandbox() as box, owned_tempdir(box.watchdog):
+        tmp = str(box.state_dir)
         client = SandboxClient(box.info)
         # kfp-kubernetes settings do not apply locally: give the tasks what the pipeline
         # pod would get, the pipeline-runner identity and the data connection's env.
@@ -128,7 +131,8 @@ def cmd_run(args) -> int:
         params = with_sandbox_queue(args.name, params, client)
         print(f"==> running {compiled.relative_to(registry.ROOT)} with kfp.local as pipeline-runner", flush=True)
         view = summary.LiveView(sys.stdout, verbose=args.verbose, secrets=list(env.values()))
-        result = local.run(str(compiled), params, env=env, pipeline_root=os.path.join(tmp, "root"), output=view)
+        result = local.run(str(compiled), params, env=env, pipeline_root=os.path.join(tmp, "root"), output=view,
+                           watchdog=box.watchdog)
         report = summary.build(result, view.text(), client)
         root = os.path.join(tmp, "root")
         for key in ("report", "job_log"):  # local artifacts go with the temp dir unless kept
@@ -239,6 +243,9 @@ def main(argv=None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

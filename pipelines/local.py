@@ -9,13 +9,18 @@ install lands there, never in the project's environment.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
+import selectors
+import signal
 import subprocess
 import sys
 import sysconfig
 import venv
 from pathlib import Path
+
+from sandbox.reaper import SIGNAL_SLICE_S, session_tree, signal_pid, wait_gone
 
 ROOT = Path(__file__).resolve().parent.parent
 OVERLAY = ROOT / ".venv-kfp-local"
@@ -35,31 +40,78 @@ def isolated_python() -> str:
     return str(python)
 
 
+STOP_GRACE = 3.0  # a cancelled run: how long its tasks get to stop their Ray jobs before SIGKILL
+
+
 def run(target: str, arguments: dict, env: dict | None = None, pipeline_root: str | None = None,
-        timeout: float = 1800, output=None, on_start=None) -> dict:
+        timeout: float = 1800, output=None, on_start=None, watchdog=None) -> dict:
     """Run pipeline `module:attr` (or a compiled YAML file) with kfp.local in the isolated
     env. Streams the run's log to `output` (default stdout); returns the runner's result
-    (status, outputs, error)."""
+    (status, outputs, error). With the sandbox's `watchdog`, the runner, its tasks and the
+    run's temp dir die with the sandbox's owner, however it dies."""
+    import shutil
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="kfp-local-") as tmp:
-        result_file = Path(tmp) / "result.json"
-        spec = {"target": target, "arguments": arguments, "pipeline_root": pipeline_root or str(Path(tmp) / "root"),
+    tmp = watchdog.mkdtemp(prefix="kfp-local-") if watchdog is not None else Path(tempfile.mkdtemp(prefix="kfp-local-"))
+    try:
+        result_file = tmp / "result.json"
+        spec = {"target": target, "arguments": arguments, "pipeline_root": pipeline_root or str(tmp / "root"),
                 "result": str(result_file)}
+        tag = watchdog.env() if watchdog is not None else {}
+        # kfp.local and its tasks make temp dirs they never remove (each task's `mktemp -d`
+        # program dir, the workspace): inside the run's temp dir, they go with it.
+        (tmp / "tmp").mkdir()
         proc = subprocess.Popen([isolated_python(), "-m", "pipelines._local_runner", json.dumps(spec)], cwd=ROOT,
-                                env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        out = output or sys.stdout
-        if on_start is not None:
-            on_start(proc)
+                                env={**os.environ, **(env or {}), **tag, "TMPDIR": str(tmp / "tmp"), "PYTHONUNBUFFERED": "1"},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            for line in proc.stdout:
-                out.write(line)
+            if on_start is not None:
+                on_start(proc)
+            _stream(proc.stdout, output or sys.stdout)
             proc.wait(timeout=timeout)
         except BaseException:
-            proc.terminate()
-            proc.wait(timeout=60)
+            stop(proc)
             raise
+        finally:
+            proc.stdout.close()
         if result_file.exists():
             return json.loads(result_file.read_text())
         return {"status": "FAILURE", "error": f"the local runner exited with {proc.returncode} before reporting"}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _stream(pipe, out) -> None:
+    """Copy the runner's output to `out` until it ends, waiting in slices: the main thread must
+    get back to the interpreter to run a SIGTERM/SIGINT handler (see reaper.wait_interruptibly)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    fd = pipe.fileno()
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            if not sel.select(SIGNAL_SLICE_S):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            out.write(decoder.decode(chunk))
+    out.write(decoder.decode(b"", final=True))
+
+
+def stop(proc: subprocess.Popen, grace: float = STOP_GRACE) -> None:
+    """Stop a runner and every task process under it: SIGTERM (a task stops its Ray job, as
+    on a cancelled KFP run), then SIGKILL whatever is left after `grace`."""
+    def tree() -> set[int]:
+        # the runner's session (it and its tasks) and any descendant that left it; the pid itself
+        # only while it is our unreaped child (afterwards it could be someone else's)
+        return session_tree(proc.pid, include_leader=proc.poll() is None)
+
+    for pid in tree():
+        signal_pid(pid, signal.SIGTERM)
+    if not wait_gone(tree(), grace):
+        for pid in tree():
+            signal_pid(pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass

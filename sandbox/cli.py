@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from .core import INFO_FILE
-from .raynode import pid_alive
+from .reaper import pid_alive, sigterm_as_interrupt, wait_interruptibly
 
 UP_TIMEOUT = 60.0
 DOWN_TIMEOUT = 90.0
@@ -65,16 +65,24 @@ def up(state_dir: Path, as_json: bool) -> int:
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
     deadline = time.monotonic() + UP_TIMEOUT
-    while time.monotonic() < deadline:
-        info = read_info(state_dir)
-        if info and info["pid"] == proc.pid:
-            _print_info(info, as_json)
-            return 0
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
+    try:
+        with sigterm_as_interrupt():
+            while time.monotonic() < deadline:
+                info = read_info(state_dir)
+                if info and info["pid"] == proc.pid:
+                    _print_info(info, as_json)
+                    return 0
+                if proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+    except KeyboardInterrupt:  # the user cancelled the start: the server goes too (it stops its Ray)
+        proc.terminate()
+        proc.wait(timeout=DOWN_TIMEOUT)
+        print("sandbox start cancelled", file=sys.stderr)
+        return 130
     if proc.poll() is None:
         proc.kill()
+        proc.wait(timeout=10)
     tail = (state_dir / "sandbox.log").read_text(errors="replace")[-3000:]
     print(f"sandbox failed to start within {UP_TIMEOUT:.0f}s; its log ({state_dir / 'sandbox.log'}):\n{tail}",
           file=sys.stderr)
@@ -125,7 +133,9 @@ def status(state_dir: Path, as_json: bool) -> int:
 
 
 def serve(state_dir: Path) -> int:
-    """Run the sandbox in this process until SIGTERM/SIGINT (what `up` starts)."""
+    """Run the sandbox in this process until SIGTERM/SIGINT (what `up` starts). However this
+    process ends, its watchdog leaves no Ray process, temp dir, sandbox.json or kubeconfig;
+    the logs stay for `down` (or the next `up`) to remove."""
     import logging
 
     from .core import Sandbox
@@ -138,10 +148,9 @@ def serve(state_dir: Path) -> int:
     try:
         box.start()
         print(f"sandbox up: {box.info['api']}", flush=True)
-        stop.wait()
+        wait_interruptibly(stop)
     finally:
         box.stop()
-        (state_dir / INFO_FILE).unlink(missing_ok=True)
         print("sandbox stopped", flush=True)
     return 0
 

@@ -4,6 +4,9 @@
     info = box.start()      # returns once every part answers
     ...
     box.stop()              # stops every Ray process it started, leaves nothing behind
+
+start() first starts a watchdog (reaper.py) that does the same if the process that started the
+sandbox dies without stopping it, however it dies (SIGKILL included).
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ import base64
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -36,6 +41,7 @@ from .controllers.serviceaccounts import ServiceAccountsController
 from .faults import Faults
 from .network import Network
 from .proxy import KubeProxy
+from .reaper import Watchdog, reap
 from .s3 import S3Server
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -43,6 +49,8 @@ NAMESPACE = "sandbox"
 DATA_CONNECTION = "aws-connection-minio"  # the seed's data connection named `minio`
 BUCKET = "kfp-ray"
 INFO_FILE = "sandbox.json"
+SHUTDOWN_GRACE = 2.0
+LIVE_FILES = (INFO_FILE, "kubeconfig", "kubeconfig-pipeline-runner", "ca.crt")  # a running server's address and credentials
 
 
 LOCAL_QUEUE_LAYOUTS = ("seed", "rhoai-default")
@@ -103,7 +111,8 @@ class Sandbox:
         without that annotation (see bootstrap_objects). `info["local_queue"]` names it."""
         self.bootstrap = bootstrap_objects(local_queue_layout)
         self.own_dir = state_dir is None
-        self.state_dir = Path(state_dir or tempfile.mkdtemp(prefix="kfp-ray-sandbox-"))
+        # An own state dir is made in start(), once the watchdog will remove it if the owner dies.
+        self.state_dir = Path(state_dir or Path(tempfile.gettempdir()) / f"kfp-ray-sandbox-{secrets.token_hex(5)}")
         self.max_real_workers = max_real_workers or int(os.environ.get("KFP_RAY_SANDBOX_MAX_WORKERS", "2"))
         self.registry = Registry(openshift=True)
         self.store = Store()
@@ -117,10 +126,18 @@ class Sandbox:
         self.kubelet: Kubelet | None = None
         self.proxy: KubeProxy | None = None
         self.info: dict = {}
+        self.watchdog: Watchdog | None = None
+        self.stopped = False
 
     # --- lifecycle -------------------------------------------------------------
     def start(self) -> dict:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.watchdog = Watchdog().start()
+        for name in LIVE_FILES:
+            self.watchdog.remove_on_death(self.state_dir / name)
+        if self.own_dir:
+            self.watchdog.remove_on_death(self.state_dir)
+        self.watchdog.watch_records(self.state_dir / "pods")
+        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=not self.own_dir)
         (self.state_dir / "pods").mkdir(exist_ok=True)
         self.s3.start()
         self.s3.create_bucket(BUCKET)
@@ -164,16 +181,34 @@ class Sandbox:
         return self.info
 
     def stop(self) -> None:
-        """Stop everything; the Ray processes first (they are what costs memory)."""
-        if self.kubelet is not None:
-            self.kubelet.shutdown()
-        for c in self.controllers:
-            c.stop()
+        """Stop everything. Ray gets SHUTDOWN_GRACE s to stop in order, then is killed: nothing
+        of a sandbox outlives it, so more grace buys nothing, and an interrupted owner must be
+        gone within seconds. The controllers stop meanwhile (each waits out its loop's resync).
+        A second call does nothing."""
+        if self.stopped:
+            return
+        self.stopped = True
+        killer = threading.Timer(SHUTDOWN_GRACE, reap, kwargs={"record_dirs": [self.state_dir / "pods"], "settle": False})
+        killer.daemon = True
+        killer.start()
+        stoppers = [threading.Thread(target=c.shutdown if c is self.kubelet else c.stop, name=f"stop-{c.name}")
+                    for c in self.controllers]
+        for t in stoppers:
+            t.start()
+        for t in stoppers:
+            t.join()
+        killer.cancel()
+        killer.join()
         if self.api is not None:
             self.api.stop()
         self.s3.stop()
         if self.own_dir:
             shutil.rmtree(self.state_dir, ignore_errors=True)
+        else:
+            for name in LIVE_FILES:
+                (self.state_dir / name).unlink(missing_ok=True)
+        if self.watchdog is not None:
+            self.watchdog.close()
 
     def __enter__(self):
         self.start()

@@ -3,6 +3,10 @@
 Each pod gets its own loopback address (127.x.y.z), its own temp dir and free ports, and
 runs in its own process group, so stopping it kills exactly what it started (never
 `ray stop`, which would kill every Ray process of the machine).
+
+Each node is recorded in `<root>/<pod>.<temp dir name>.pid` before its temp dir or process exists
+(then again with its process group once started): the sandbox's watchdog (reaper.py) reaps what
+the records name if the sandbox's owner dies, and `python -m sandbox down` if the server is gone.
 """
 
 from __future__ import annotations
@@ -10,20 +14,28 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from .reaper import descendants, pid_alive, pids_mentioning, reap
+from .reaper import signal_pid as _signal
+
+__all__ = ["RayNode", "descendants", "free_port", "kill_recorded", "pid_alive", "pids_mentioning", "ray_env"]
 
 # Ports every Ray node binds; the head adds gcs, dashboard and client ports.
 NODE_PORT_FLAGS = ("node-manager-port", "object-manager-port", "dashboard-agent-grpc-port",
                    "dashboard-agent-listen-port", "metrics-export-port", "runtime-env-agent-port")
 OBJECT_STORE_CAP = 256 * 1024 * 1024  # keep /dev/shm use small on a shared 2-core machine
+# In every Ray process's environment, and so in all they start: the job drivers, which Ray
+# runs in sessions of their own, are found by it once their parents are gone.
+NODE_ENV = "KFP_RAY_SANDBOX_NODE"
 
 
 def free_port() -> int:
@@ -67,41 +79,6 @@ def private_mounts_available() -> bool:
     return _PRIVATE_MOUNTS
 
 
-def descendants(pid: int) -> list[int]:
-    """All live descendants of pid, from /proc (children may have left the group)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def pids_mentioning(marker: str) -> list[int]:
-    """Processes whose command line mentions marker (a node's private temp dir)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                if marker.encode() in fh.read():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
 class RayNode:
     """One Ray node (head or worker) started for one pod."""
 
@@ -120,11 +97,28 @@ class RayNode:
         self.ports = dict(ports or {})
         for flag in NODE_PORT_FLAGS:
             self.ports.setdefault(flag, free_port())
-        # Short private temp dir: Ray's unix socket paths must stay under 107 bytes.
-        self.temp_dir = Path(tempfile.mkdtemp(prefix="kr-", dir="/tmp"))
         self.log_path = root / f"{name}.log"
-        self.pid_file = root / f"{name}.pid"
         self.proc: subprocess.Popen | None = None
+        root.mkdir(parents=True, exist_ok=True)
+        # Short private temp dir: Ray's unix socket paths must stay under 107 bytes. Recorded
+        # before it is made, so that no owner death leaves it unrecorded.
+        while True:
+            self.temp_dir = Path("/tmp") / f"kr-{secrets.token_hex(5)}"
+            if os.path.lexists(self.temp_dir):
+                continue
+            self.pid_file = root / f"{name}.{self.temp_dir.name}.pid"
+            self._record()
+            try:
+                self.temp_dir.mkdir(mode=0o700)
+                break
+            except FileExistsError:  # raced for the name: the record must not name another's dir
+                self.pid_file.unlink(missing_ok=True)
+
+    def _record(self, **extra) -> None:
+        """Write this node's record atomically (a reader never sees half of one)."""
+        tmp = self.pid_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"temp_dir": str(self.temp_dir), **extra}))
+        os.replace(tmp, self.pid_file)
 
     def command(self) -> list[str]:
         ray = str(Path(sys.executable).parent / "ray")
@@ -148,10 +142,10 @@ class RayNode:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=ray_env(self.env), start_new_session=True, cwd=str(self.temp_dir))
+                                     env=ray_env({**self.env, NODE_ENV: str(self.temp_dir)}), start_new_session=True,
+                                     cwd=str(self.temp_dir))
         log.close()
-        # A record `python -m sandbox down` can act on even if the sandbox itself died.
-        self.pid_file.write_text(json.dumps({"pgid": self.proc.pid, "temp_dir": str(self.temp_dir)}))
+        self._record(pgid=self.proc.pid)  # its session and group: start_new_session
 
     @property
     def dashboard_url(self) -> str:
@@ -161,17 +155,20 @@ class RayNode:
         return self.proc is not None and self.proc.poll() is None
 
     def ready(self) -> bool:
-        """Head: the dashboard's job API answers. Worker: `ray start` reports the node
-        joined (worker nodes keep their session under the head's temp dir)."""
-        if not self.alive():
+        """As KubeRay v1.4's readiness probe (ray-operator/controllers/ray/common/pod.go,
+        initLivenessAndReadinessProbe): the dashboard agent's api/local_raylet_healthz answers
+        "success", and on the head the dashboard's api/gcs_healthz too. (The dashboard's job API
+        answers about 2 s before the agent does; a job submitted then fails with a 500.)"""
+        if not self.alive() or not self._healthy("dashboard-agent-listen-port", "api/local_raylet_healthz"):
             return False
-        if self.head:
-            try:
-                with urllib.request.urlopen(self.dashboard_url + "/api/jobs/", timeout=2) as resp:
-                    return resp.status == 200
-            except OSError:
-                return False
-        return "Ray runtime started" in self.log_tail(80)
+        return not self.head or self._healthy("dashboard-port", "api/gcs_healthz")
+
+    def _healthy(self, port_flag: str, path: str) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.ip}:{self.ports[port_flag]}/{path}", timeout=2) as resp:
+                return resp.status == 200 and b"success" in resp.read()
+        except OSError:
+            return False
 
     def log_tail(self, lines: int = 200) -> str:
         try:
@@ -186,16 +183,16 @@ class RayNode:
         own = [self.proc.pid] if self.proc.poll() is None else []
         return sorted({*own, *descendants(self.proc.pid), *pids_mentioning(str(self.temp_dir))})
 
-    def stop(self, grace: float = 10.0, remove: bool = True) -> None:
-        """Stop this node's processes (group, descendants, and strays in its temp dir)."""
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop this node's processes (group, descendants, and strays in its temp dir), then
+        remove its temp dir and record."""
         if self.proc is not None:
             targets = self.pids()
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            for pid in targets:
-                _signal(pid, signal.SIGTERM)
+            # SIGTERM to `ray start` alone, as a kubelet signals a container's main process: it
+            # stops its processes in order (about 2 s, a running job included); signalling them
+            # all at once can leave them hanging until SIGKILL.
+            if self.proc.poll() is None:
+                _signal(self.proc.pid, signal.SIGTERM)
             deadline = time.monotonic() + grace
             while time.monotonic() < deadline and (self.proc.poll() is None or any(pid_alive(p) for p in targets)):
                 time.sleep(0.1)
@@ -209,8 +206,7 @@ class RayNode:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        if remove:
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
         self.pid_file.unlink(missing_ok=True)
 
     def terminate(self) -> None:
@@ -237,39 +233,11 @@ class RayNode:
                 pass
 
 
-def _signal(pid: int, sig) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def kill_recorded(root: Path) -> int:
-    """Kill the Ray nodes recorded under root (pid files) whose sandbox is gone; returns
-    how many were found. Used by `down` when the sandbox process did not stop cleanly."""
-    found = 0
-    for pid_file in root.glob("*.pid"):
-        try:
-            rec = json.loads(pid_file.read_text())
-        except (OSError, ValueError):
-            continue
-        found += 1
-        pids = set(pids_mentioning(rec["temp_dir"]))
-        try:
-            os.killpg(rec["pgid"], signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for pid in pids:
-            _signal(pid, signal.SIGKILL)
-        shutil.rmtree(rec["temp_dir"], ignore_errors=True)
-        pid_file.unlink(missing_ok=True)
+    """Kill the Ray nodes recorded under root (pid files) whose sandbox is gone, remove their
+    temp dirs and records; returns how many there were. Used by `down` when the sandbox
+    process did not stop cleanly (its watchdog normally got there first)."""
+    found = len(list(root.glob("*.pid")))
+    if found:
+        reap(record_dirs=[root])
     return found
