@@ -48,6 +48,10 @@ class SandboxClient:
     def set_faults(self, faults: dict) -> dict:
         return self._control("PUT", "/sandbox/v1/faults", faults)
 
+    def patch_faults(self, patch: dict) -> dict:
+        """Change some faults, leaving the others (JSON merge patch: null removes a key)."""
+        return self._control("PATCH", "/sandbox/v1/faults", patch)
+
     def clear_faults(self) -> dict:
         return self._control("DELETE", "/sandbox/v1/faults")
 

@@ -147,7 +147,8 @@ class Sandbox:
         kueue = KueueController(self.store, self.registry, self.faults)
         codeflare = CodeFlareOperator(self.store, self.registry, self.faults)
         kuberay = KubeRayController(self.store, self.registry, codeflare, self.max_real_workers)
-        self.proxy = KubeProxy(self.store, self.registry, self.network, lambda pod, port: self.kubelet.pod_port(pod, port))
+        self.proxy = KubeProxy(self.store, self.registry, self.network, lambda pod, port: self.kubelet.pod_port(pod, port),
+                               faults=self.faults)
         self.kubelet = Kubelet(self.store, self.registry, self.network, self.faults, self.state_dir / "pods",
                                forwarder=self.proxy.forwarder)
         install_builtin_admission(self.store, self.registry, self.network, self.faults)
@@ -246,8 +247,10 @@ class Sandbox:
         if path == "/sandbox/v1/faults":
             if method == "GET":
                 return 200, self.faults.get()
-            if method in ("PUT", "POST"):
+            if method in ("PUT", "POST", "PATCH"):
                 try:
+                    if method == "PATCH":
+                        return 200, self.faults.patch(req["body"] or {})
                     return 200, self.faults.set(req["body"] or {})
                 except ValueError as exc:
                     raise errors.bad_request(str(exc)) from None

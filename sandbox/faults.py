@@ -5,7 +5,17 @@ API faults apply to every request whose path matches (errors and resets count do
            "resets": {"count": 2, "path": "..."}, "latency_ms": 200}}
 Cluster faults apply to RayClusters whose name matches a glob ("*" for all):
   {"clusters": {"demo-*": {"never_admit": true, "image_pull": true, "taint": true,
-                           "slow_start": 20, "head_crash_after": 5, "exceed_quota": true}}}
+                           "slow_start": 20, "head_crash_after": 5, "exceed_quota": true,
+                           "dashboard_outage": {"mode": "hang", "after_s": 10, "for_s": 30},
+                           "api_errors": [{"code": 503, "count": 3, "verbs": ["create"]}],
+                           "api_resets": {"count": 2}, "api_latency_ms": 500}}}
+`dashboard_outage` makes the head Service's dashboard port (8265) unreachable in the kube-proxy
+(sandbox/proxy.py) while the Ray processes keep running: "refuse" (connection refused, open
+connections reset) or "hang" (connections accepted and never answered, open ones stalled), from
+`after_s` seconds after the head is ready (or after the fault is set, if later) for `for_s`
+seconds (absent: until cleared). `api_errors`/`api_resets`/`api_latency_ms` are the API faults
+below, for the requests on that RayCluster object only (get, create of that name, patch, update,
+delete; `verbs` narrows them), so concurrent tests can each fault their own cluster.
 `image_pull` is true (the Ray container, containers[0]) or a container name ("oauth-proxy":
 that container only). `exceed_quota` makes the apiserver refuse the cluster's pod creates as a
 namespace ResourceQuota would (403 "exceeded quota: ..."; a string names the quota).
@@ -24,7 +34,11 @@ import fnmatch
 import re
 import threading
 
-CLUSTER_FAULTS = ("never_admit", "image_pull", "taint", "slow_start", "head_crash_after", "exceed_quota")
+CLUSTER_FAULTS = ("never_admit", "image_pull", "taint", "slow_start", "head_crash_after", "exceed_quota",
+                  "dashboard_outage", "api_errors", "api_resets", "api_latency_ms")
+OUTAGE_MODES = ("refuse", "hang")
+ERROR_CODES = (429, 500, 503)
+OBJECT_VERBS = ("get", "create", "patch", "update", "delete")
 # RHOAI's values: Kueue v0.11 defaults (apis/config/v1beta1/defaults.go: PodsReady timeout 5 min,
 # backoff base 60 s) under opendatahub's `waitForPodsReady: {enable: true}`; kube's 30 s grace.
 PLATFORM_DEFAULTS = {"pods_ready_timeout_s": 300.0, "requeue_backoff_base_s": 60.0,
@@ -37,13 +51,15 @@ class Faults:
         self._lock = threading.Lock()
         self._config: dict = {"api": {}, "clusters": {}, "platform": {}}
 
-    def set(self, config: dict) -> dict:
+    @staticmethod
+    def _validated(config: dict) -> dict:
         config = copy.deepcopy(config or {})
         unknown = [k for k in config if k not in SECTIONS]
         for pattern, faults in (config.get("clusters") or {}).items():
             unknown += [f"clusters.{pattern}.{k}" for k in faults if k not in CLUSTER_FAULTS]
             if not isinstance(faults.get("image_pull", False), (bool, str)):
                 raise ValueError(f"clusters.{pattern}.image_pull must be true/false or a container name")
+            _check_cluster_faults(pattern, faults)
         platform = config.get("platform") or {}
         unknown += [f"platform.{k}" for k in platform if k not in PLATFORM_DEFAULTS]
         if unknown:
@@ -52,9 +68,22 @@ class Faults:
         for key, value in platform.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ValueError(f"platform.{key} must be a number of seconds >= 0, got {value!r}")
+        return {"api": config.get("api") or {}, "clusters": config.get("clusters") or {}, "platform": platform}
+
+    def set(self, config: dict) -> dict:
+        config = self._validated(config)
         with self._lock:
-            self._config = {"api": config.get("api") or {}, "clusters": config.get("clusters") or {},
-                            "platform": platform}
+            self._config = config
+            return copy.deepcopy(self._config)
+
+    def patch(self, doc: dict) -> dict:
+        """Apply a JSON merge patch (RFC 7386: objects merge, null removes a key, anything else
+        replaces) atomically, so that tests can each set and clear their own cluster's faults
+        without rewriting the others' (API fault counts keep counting down)."""
+        if not isinstance(doc, dict):
+            raise ValueError("a faults patch must be a JSON object")
+        with self._lock:
+            self._config = self._validated(_merge_patch(self._config, doc))
             return copy.deepcopy(self._config)
 
     def get(self) -> dict:
@@ -97,6 +126,29 @@ class Faults:
                     out.update(faults)
             return out
 
+    # --- API faults on one RayCluster ---------------------------------------------
+    def _take_cluster(self, kind: str, name: str, verb: str) -> dict | None:
+        with self._lock:
+            for pattern, faults in self._config["clusters"].items():
+                if not fnmatch.fnmatchcase(name, pattern):
+                    continue
+                specs = faults.get(kind) or []
+                for spec in [specs] if isinstance(specs, dict) else specs:
+                    if spec.get("count", 0) > 0 and verb in (spec.get("verbs") or OBJECT_VERBS):
+                        spec["count"] -= 1
+                        return dict(spec)
+        return None
+
+    def take_cluster_error(self, name: str, verb: str) -> dict | None:
+        """An injected error for this request on RayCluster `name`, if one is due."""
+        return self._take_cluster("api_errors", name, verb)
+
+    def take_cluster_reset(self, name: str, verb: str) -> bool:
+        return self._take_cluster("api_resets", name, verb) is not None
+
+    def cluster_latency(self, name: str) -> float:
+        return float(self.for_cluster(name).get("api_latency_ms", 0)) / 1000.0
+
     # --- platform timings ------------------------------------------------------
     def platform(self, key: str) -> float:
         """A platform timing in seconds: the value set under "platform", else RHOAI's default."""
@@ -104,3 +156,49 @@ class Faults:
             raise KeyError(f"unknown platform setting {key!r}; known: {', '.join(PLATFORM_DEFAULTS)}")
         with self._lock:
             return float(self._config["platform"].get(key, PLATFORM_DEFAULTS[key]))
+
+
+def _merge_patch(target, patch):
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge_patch(out.get(key), value)
+    return out
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_cluster_faults(pattern: str, faults: dict) -> None:
+    where = f"clusters.{pattern}"
+    outage = faults.get("dashboard_outage")
+    if outage is not None:
+        if not isinstance(outage, dict) or outage.get("mode") not in OUTAGE_MODES:
+            raise ValueError(f"{where}.dashboard_outage must be {{\"mode\": \"refuse\"|\"hang\", \"after_s\": s, \"for_s\": s}}")
+        extra = set(outage) - {"mode", "after_s", "for_s"}
+        if extra:
+            raise ValueError(f"{where}.dashboard_outage: unknown key(s) {', '.join(sorted(extra))}; known: mode, after_s, for_s")
+        for key in ("after_s", "for_s"):
+            if key in outage and (not _number(outage[key]) or outage[key] < 0):
+                raise ValueError(f"{where}.dashboard_outage.{key} must be a number of seconds >= 0, got {outage[key]!r}")
+    for kind in ("api_errors", "api_resets"):
+        specs = faults.get(kind)
+        if specs is None:
+            continue
+        for spec in [specs] if isinstance(specs, dict) else specs if isinstance(specs, list) else [None]:
+            if not isinstance(spec, dict) or not isinstance(spec.get("count"), int) or spec["count"] < 0:
+                raise ValueError(f"{where}.{kind} must be {{\"count\": n, ...}} or a list of them")
+            if kind == "api_errors" and spec.get("code", 503) not in ERROR_CODES:
+                raise ValueError(f"{where}.api_errors code must be one of {ERROR_CODES}, got {spec.get('code')!r}")
+            bad = [v for v in spec.get("verbs") or [] if v not in OBJECT_VERBS]
+            if bad:
+                raise ValueError(f"{where}.{kind} verbs {bad} unknown; known: {', '.join(OBJECT_VERBS)}")
+    latency = faults.get("api_latency_ms")
+    if latency is not None and (not _number(latency) or latency < 0):
+        raise ValueError(f"{where}.api_latency_ms must be a number >= 0, got {latency!r}")

@@ -9,9 +9,12 @@ Without endpoints nothing listens, so a client's connect is refused, as kube-pro
 rule makes it. The kubelet uses the same Forwarder to give a pod its container ports on its
 own address (what a pod's network namespace gives it).
 
-`KubeProxy.set_unreachable(namespace, name, "refuse" | "hang" | None)` can later carry a
-fault: "refuse" closes the Service's listeners (connection refused), "hang" accepts
-connections and never answers, None restores forwarding.
+Faults (the Forwarder's modes): "refuse" closes a listener and resets its open connections
+(connection refused), "hang" accepts connections and never answers them and stalls the open
+ones, None forwards again. The `dashboard_outage` cluster fault (sandbox/faults.py) puts the
+head Service's dashboard port (8265) in one of them for a while, where a real outage of the
+Service's path would be, while the Ray processes behind it keep running;
+`KubeProxy.set_unreachable(namespace, name, mode)` does it by hand for all of a Service's ports.
 
 Connections are threads (two pumps each); listeners share one selector thread. stop(),
 and a Service's removal, close every socket they own and wait for their threads.
@@ -19,11 +22,13 @@ and a Service's removal, close every socket they own and wait for their threads.
 
 from __future__ import annotations
 
+import json
 import logging
 import selectors
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 
 from .controllers.base import Controller
@@ -51,13 +56,19 @@ def _shut(sock: socket.socket) -> None:
 
 
 class _Conn:
-    """One proxied connection: client <-> backend, a pump thread per direction."""
+    """One proxied connection: client <-> backend, a pump thread per direction.
 
-    def __init__(self, client: socket.socket, backend: socket.socket, on_done):
-        self.client, self.backend, self._on_done = client, backend, on_done
+    pause() holds what either side sends (a black hole: nothing is lost, nothing arrives, TCP
+    backpressure builds) until resume(); reset() ends it with a TCP RST to the client."""
+
+    def __init__(self, client: socket.socket, backend: socket.socket, addr, on_done):
+        self.client, self.backend, self.addr, self._on_done = client, backend, addr, on_done
         self.threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._open = 2
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._resetting = False
 
     def start(self, name: str) -> None:
         for src, dst in ((self.client, self.backend), (self.backend, self.client)):
@@ -69,6 +80,9 @@ class _Conn:
         try:
             while True:
                 data = src.recv(65536)
+                self._flowing.wait()
+                if self._resetting:
+                    break
                 if not data:
                     try:
                         dst.shutdown(socket.SHUT_WR)  # pass the half-close on
@@ -83,17 +97,47 @@ class _Conn:
             self._open -= 1
             last = self._open == 0
         if last:
-            self.client.close()
+            if self._resetting:
+                _reset(self.client)
+            else:
+                self.client.close()
             self.backend.close()
             self._on_done(self)
+
+    def pause(self) -> None:
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
+
+    def reset(self) -> None:
+        """End the connection with an RST to the client: both pumps wake (SHUT_RD sends nothing)
+        and drop what they hold; the last one closes the client with SO_LINGER 0."""
+        self._resetting = True
+        for sock in (self.client, self.backend):
+            try:
+                sock.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass
+        self._flowing.set()
 
     def close(self) -> None:
         _shut(self.client)
         _shut(self.backend)
+        self._flowing.set()
+
+
+MODES = (None, "refuse", "hang")
 
 
 class Forwarder:
-    """TCP listeners grouped by owner; each accepted connection goes to owner's backend()."""
+    """TCP listeners grouped by owner; each accepted connection goes to owner's backend().
+
+    A fault mode applies to one of an owner's addresses, or to all of them (addr None):
+    "refuse" closes the listener and resets the open connections (connection refused, as
+    with no endpoint); "hang" accepts new connections and never answers them, and holds the
+    traffic of the open ones; None forwards again (held new connections are reset, open ones
+    resume)."""
 
     def __init__(self, name: str = "forwarder"):
         self.name = name
@@ -105,11 +149,14 @@ class Forwarder:
         self._listeners: dict[object, dict[tuple[str, int], socket.socket]] = {}
         self._backends: dict[tuple[object, tuple[str, int]], Backend] = {}
         self._conns: dict[object, set[_Conn]] = {}
-        self._held: dict[object, list[socket.socket]] = {}  # "hang": accepted, never answered
-        self._modes: dict[object, str] = {}
+        self._held: dict[object, list[tuple[tuple[str, int], socket.socket]]] = {}  # "hang": accepted, never answered
+        self._modes: dict[tuple[object, tuple[str, int] | None], str] = {}
         self._stopped = False
         self._thread = threading.Thread(target=self._loop, daemon=True, name=name)
         self._thread.start()
+
+    def _mode(self, owner, addr) -> str | None:
+        return self._modes.get((owner, addr)) or self._modes.get((owner, None))
 
     # --- listeners -----------------------------------------------------------------
     def listen(self, owner, ip: str, port: int, backend: Backend) -> bool:
@@ -118,7 +165,7 @@ class Forwarder:
             if self._stopped:
                 return False
             self._backends[(owner, (ip, port))] = backend
-            if (ip, port) in self._listeners.get(owner, {}) or self._modes.get(owner) == "refuse":
+            if (ip, port) in self._listeners.get(owner, {}) or self._mode(owner, (ip, port)) == "refuse":
                 return True
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -150,7 +197,7 @@ class Forwarder:
             return {addr for (o, addr) in self._backends if o == owner}
 
     def close(self, owner) -> None:
-        """Close owner's listeners and every connection it has open."""
+        """Close owner's listeners and every connection it has open; forget its modes."""
         with self._lock:
             for addr in [a for (o, a) in self._backends if o == owner]:
                 self._backends.pop((owner, addr), None)
@@ -159,8 +206,9 @@ class Forwarder:
                 sock.close()
             conns = self._conns.pop(owner, set())
             held = self._held.pop(owner, [])
-            self._modes.pop(owner, None)
-        for s in held:
+            for key in [k for k in self._modes if k[0] == owner]:
+                del self._modes[key]
+        for _, s in held:
             _reset(s)
         for c in conns:
             c.close()
@@ -169,29 +217,48 @@ class Forwarder:
                 t.join(timeout=5)
         self._wake()
 
-    def set_mode(self, owner, mode: str | None) -> None:
-        """None: forward; "refuse": listeners closed (connection refused); "hang": accept and never answer."""
-        if mode not in (None, "refuse", "hang"):
+    def mode(self, owner, addr: tuple[str, int] | None = None) -> str | None:
+        """The fault mode in force for owner's address (or set for all its addresses)."""
+        with self._lock:
+            return self._mode(owner, addr) if addr is not None else self._modes.get((owner, None))
+
+    def set_mode(self, owner, mode: str | None, addr: tuple[str, int] | None = None) -> None:
+        """Fault mode for one of owner's addresses, or all of them (addr None): None forwards,
+        "refuse": connection refused (open connections reset), "hang": accept and never answer
+        (open connections hold their traffic)."""
+        if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}: None, 'refuse' or 'hang'")
         with self._lock:
-            previous = self._modes.get(owner)
+            addrs = [addr] if addr is not None else sorted({a for (o, a) in self._backends if o == owner})
+            before = {a: self._mode(owner, a) for a in addrs}
             if mode is None:
-                self._modes.pop(owner, None)
+                self._modes.pop((owner, addr), None)
             else:
-                self._modes[owner] = mode
+                self._modes[(owner, addr)] = mode
+            after = {a: self._mode(owner, a) for a in addrs}
+            changed = {a for a in addrs if before[a] != after[a]}
             closing = []
-            if mode == "refuse":
-                closing = list(self._listeners.pop(owner, {}).values())
-                for sock in closing:
-                    self._sel.unregister(sock)
-            held = self._held.pop(owner, []) if mode != "hang" else []
-            reopen = [addr for (o, addr) in self._backends if o == owner] if previous == "refuse" and mode != "refuse" else []
+            for a in changed:
+                if after[a] == "refuse":
+                    sock = self._listeners.get(owner, {}).pop(a, None)
+                    if sock is not None:
+                        self._sel.unregister(sock)
+                        closing.append(sock)
+            held = self._held.get(owner, [])
+            release = [s for a, s in held if a in changed and after[a] != "hang"]
+            self._held[owner] = [(a, s) for a, s in held if not (a in changed and after[a] != "hang")]
+            conns = [c for c in self._conns.get(owner, ()) if c.addr in changed]
+            reopen = [a for a in changed if before[a] == "refuse" and after[a] != "refuse"]
         for sock in closing:
             sock.close()
-        for s in held:
+        for s in release:
             _reset(s)
+        for c in conns:
+            {"refuse": c.reset, "hang": c.pause, None: c.resume}[after[c.addr]]()
         for ip, port in reopen:
-            self.listen(owner, ip, port, self._backends[(owner, (ip, port))])
+            backend = self._backends.get((owner, (ip, port)))
+            if backend is not None:
+                self.listen(owner, ip, port, backend)
         self._wake()
 
     def stop(self) -> None:
@@ -214,7 +281,7 @@ class Forwarder:
     def owners(self) -> set:
         with self._lock:
             return ({o for (o, _) in self._backends} | set(self._listeners) | set(self._conns)
-                    | set(self._held) | set(self._modes))
+                    | set(self._held) | {o for (o, _) in self._modes})
 
     def connections(self, owner) -> int:
         with self._lock:
@@ -253,10 +320,10 @@ class Forwarder:
     def _accepted(self, owner, addr, client: socket.socket) -> None:
         client.setblocking(True)
         with self._lock:
-            mode = self._modes.get(owner)
+            mode = self._mode(owner, addr)
             backend = self._backends.get((owner, addr))
             if mode == "hang":
-                self._held.setdefault(owner, []).append(client)
+                self._held.setdefault(owner, []).append((addr, client))
                 return
         target = backend() if backend is not None else None
         if target is None:
@@ -273,7 +340,7 @@ class Forwarder:
             with self._lock:
                 self._conns.get(owner, set()).discard(conn)
 
-        conn = _Conn(client, upstream, done)
+        conn = _Conn(client, upstream, addr, done)
         with self._lock:
             if self._stopped or (owner, addr) not in self._backends:
                 conn.close()
@@ -281,7 +348,12 @@ class Forwarder:
                 client.close()
                 return
             self._conns.setdefault(owner, set()).add(conn)
+            mode = self._mode(owner, addr)  # a fault that began while we connected upstream
+        if mode == "hang":
+            conn.pause()
         conn.start(f"{self.name}-{addr[0]}:{addr[1]}")
+        if mode == "refuse":
+            conn.reset()
 
 
 def _ready(pod: dict) -> bool:
@@ -299,12 +371,17 @@ class KubeProxy(Controller):
 
     name = "kube-proxy"
 
-    def __init__(self, store, registry, network, pod_port: Callable[[dict, int], tuple[str, int] | None]):
+    def __init__(self, store, registry, network, pod_port: Callable[[dict, int], tuple[str, int] | None],
+                 faults=None, clock=time.monotonic):
         super().__init__(store, registry)
-        self.network, self.pod_port = network, pod_port
+        self.network, self.pod_port, self.faults, self.clock = network, pod_port, faults, clock
         self.forwarder = Forwarder("kube-proxy")
         self.svc_t = self.rt("", "services")
         self.pod_t = self.rt("", "pods")
+        self._anchors: dict[tuple, float] = {}  # (Service uid, fault) -> when its clock started
+        self._applied: dict[tuple, str] = {}  # (owner, addr) -> outage mode this proxy set
+        self._outages: list[dict] = []  # every outage window, for tests to read
+        self._outage_lock = threading.Lock()
 
     # --- endpoints -----------------------------------------------------------------
     def endpoints(self, svc: dict) -> list[dict]:
@@ -365,6 +442,85 @@ class KubeProxy(Controller):
         for owner in self.forwarder.owners():
             if owner[0] == "svc" and owner[3] not in live:
                 self.forwarder.close(owner)
+        if self.faults is not None:
+            self._dashboard_outages(services)
+
+    # --- the dashboard_outage fault ------------------------------------------------
+    def _dashboard_targets(self, svc: dict, port: dict) -> list[tuple]:
+        """Where clients reach the dashboard: the Service's own address (ClusterIP), or for a
+        headless Service each head pod's address (the kubelet's forwarded container port)."""
+        ns, name, uid = svc["metadata"]["namespace"], svc["metadata"]["name"], svc["metadata"]["uid"]
+        ip = (svc.get("spec") or {}).get("clusterIP")
+        if ip and ip != "None":
+            return [(("svc", ns, name, uid), (ip, port["port"]))]
+        out = []
+        for pod in self.endpoints(svc):
+            target = self._target(pod, port)
+            if target is not None:
+                out.append((("pod", pod["metadata"]["uid"]), (pod["status"]["podIP"], target)))
+        return out
+
+    def _dashboard_outages(self, services: list[dict]) -> None:
+        now, wall = self.clock(), time.time()
+        want: dict[tuple, str | None] = {}
+        live, wake = set(), None
+        for svc in services:
+            labels = svc["metadata"].get("labels") or {}
+            cluster = labels.get("ray.io/cluster")
+            if not cluster or labels.get("ray.io/node-type") != "head":
+                continue
+            fault = self.faults.for_cluster(cluster).get("dashboard_outage")
+            port = next((p for p in (svc.get("spec") or {}).get("ports") or [] if p.get("name") == "dashboard"), None)
+            if not fault or port is None:
+                continue
+            key = (svc["metadata"]["uid"], json.dumps(fault, sort_keys=True))
+            live.add(key)
+            if key not in self._anchors:
+                if not self.endpoints(svc):
+                    continue  # its clock starts once the head is ready
+                self._anchors[key] = now
+            start = self._anchors[key] + float(fault.get("after_s", 0))
+            end = start + float(fault["for_s"]) if fault.get("for_s") is not None else float("inf")
+            active = start <= now < end
+            for nxt in (start, end):
+                if nxt > now:
+                    wake = min(wake or nxt, nxt)
+            for target in self._dashboard_targets(svc, port):
+                want[target] = fault["mode"] if active else None
+                if active:
+                    self._outage_started(cluster, fault["mode"], target, wall)
+        for key in [k for k in self._anchors if k not in live]:
+            del self._anchors[key]
+        for target in set(self._applied) | set(want):
+            mode = want.get(target)
+            if self._applied.get(target) != mode or self.forwarder.mode(*target) != mode:
+                self.forwarder.set_mode(target[0], mode, target[1])
+                if mode is None:
+                    self._applied.pop(target, None)
+                    self._outage_ended(target, wall)
+                else:
+                    self._applied[target] = mode
+                log.info("kube-proxy: dashboard %s:%s %s", target[1][0], target[1][1], mode or "reachable again")
+        # wake for the next start or end of an outage rather than at the next resync
+        self.resync = 0.5 if wake is None else max(0.02, min(0.5, wake - now))
+
+    def _outage_started(self, cluster: str, mode: str, target: tuple, wall: float) -> None:
+        with self._outage_lock:
+            if not any(o["target"] == target and o["ended"] is None for o in self._outages):
+                self._outages.append({"cluster": cluster, "mode": mode, "target": target,
+                                      "address": f"{target[1][0]}:{target[1][1]}", "started": wall, "ended": None})
+
+    def _outage_ended(self, target: tuple, wall: float) -> None:
+        with self._outage_lock:
+            for o in self._outages:
+                if o["target"] == target and o["ended"] is None:
+                    o["ended"] = wall
+
+    def outages(self) -> list[dict]:
+        """Every dashboard outage so far: cluster, mode, address, started/ended (epoch s; ended
+        None while it lasts)."""
+        with self._outage_lock:
+            return [{k: v for k, v in o.items() if k != "target"} for o in self._outages]
 
     def set_unreachable(self, namespace: str, name: str, mode: str | None) -> None:
         """Fault hook: make a Service refuse ("refuse") or hang ("hang") connections; None restores it."""

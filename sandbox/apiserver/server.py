@@ -36,6 +36,7 @@ K8S_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.6", "gitCommit"
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_NAMED = ("namespaces", "services")
+_RAYCLUSTER_PATH = re.compile(r"^/apis/ray\.io/v1/namespaces/[^/]+/rayclusters(?:/([^/]+)(?:/status)?)?/?$")
 
 # An admission plugin: (operation, resource type, new object, old object or None) -> None.
 # It may mutate the new object or raise ApiError to deny.
@@ -200,13 +201,14 @@ class _Call:
         query = parse_qs(self.query_string)
         identity = self.api.auth.identify(self.headers.get("Authorization"))
         try:
-            if self.api.faults.take_reset(path):
+            cluster = self._raycluster_target()
+            if self.api.faults.take_reset(path) or (cluster and self.api.faults.take_cluster_reset(*cluster)):
                 self._audit(identity, started)
                 reset_connection(self.environ)
-            delay = self.api.faults.latency(path)
+            delay = self.api.faults.latency(path) + (self.api.faults.cluster_latency(cluster[0]) if cluster else 0.0)
             if delay:
                 time.sleep(delay)
-            injected = self.api.faults.take_error(path)
+            injected = self.api.faults.take_error(path) or (cluster and self.api.faults.take_cluster_error(*cluster))
             if injected:
                 code = int(injected.get("code", 503))
                 raise (errors.too_many_requests() if code == 429 else
@@ -227,6 +229,24 @@ class _Call:
         except Exception as exc:  # a bug in the sandbox: answer like the apiserver would
             self._send(500, errors.internal(f"{type(exc).__name__}: {exc}").status())
         self._audit(identity, started)
+
+    def _raycluster_target(self) -> tuple[str, str] | None:
+        """(name, verb) when this request is on one RayCluster object (the cluster-scoped API
+        faults): get/patch/update/delete of it (status included), or the create of that name."""
+        m = _RAYCLUSTER_PATH.match(self.path)
+        if not m:
+            return None
+        name = m.group(1)
+        if name:
+            verb = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(self.method)
+            return (name, verb) if verb else None
+        if self.method != "POST":
+            return None
+        try:
+            name = json.loads(self.raw)["metadata"]["name"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        return (name, "create") if isinstance(name, str) else None
 
     def _audit(self, identity, started: float) -> None:
         self.api.audit.write({

@@ -7,6 +7,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 import urllib.request
 
 import pytest
@@ -294,6 +295,39 @@ def test_faults_bursts_and_resets(api, admin):
             raise exc.reason from None
     assert json.loads(urllib.request.urlopen(req, timeout=5, context=tls).read())["major"] == "1"
     api.faults.clear()
+
+
+def test_cluster_scoped_api_faults_hit_only_that_raycluster(api, admin):
+    """clusters.<glob>.api_errors / api_resets / api_latency_ms: the requests on that RayCluster
+    object (its create, matched by the body's name, get, patch, delete), narrowed by verbs."""
+    co = client.CustomObjectsApi(admin)
+    api.faults.set({"clusters": {"flaky-*": {"api_errors": [{"code": 503, "count": 1, "verbs": ["create"]},
+                                                            {"code": 500, "count": 1, "verbs": ["get"]}],
+                                             "api_resets": {"count": 1, "verbs": ["delete"]},
+                                             "api_latency_ms": 300}}})
+    try:
+        co.create_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", raycluster("steady", queue=None))
+        with pytest.raises(ApiException) as exc:
+            co.create_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", raycluster("flaky-1", queue=None))
+        assert exc.value.status == 503
+        co.get_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "steady")  # not that cluster
+        started = time.monotonic()
+        co.create_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", raycluster("flaky-1", queue=None))
+        assert time.monotonic() - started >= 0.3
+        with pytest.raises(ApiException) as exc:
+            co.get_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "flaky-1")
+        assert exc.value.status == 500
+        co.get_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "flaky-1")
+        # the reset DELETE has no answer at all; urllib3 retries an idempotent verb by itself
+        co.delete_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "flaky-1")
+        co.delete_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "steady")
+        entries = [json.loads(line) for line in open(api.audit._path)]
+        flaky = [(e["method"], e["code"]) for e in entries if "flaky-1" in e["path"] or (
+            e["method"] == "POST" and e["path"].endswith("/plain/rayclusters"))]
+        assert flaky[-7:] == [("POST", 201), ("POST", 503), ("POST", 201), ("GET", 500), ("GET", 200),
+                              ("DELETE", 0), ("DELETE", 200)]
+    finally:
+        api.faults.clear()
 
 
 def test_audit_line_is_written_before_the_answer(api, admin):
