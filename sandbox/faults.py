@@ -9,6 +9,8 @@ Cluster faults apply to RayClusters whose name matches a glob ("*" for all):
                            "dashboard_outage": {"mode": "hang", "after_s": 10, "for_s": 30},
                            "api_errors": [{"code": 503, "count": 3, "verbs": ["create"]}],
                            "api_resets": {"count": 2}, "api_latency_ms": 500}}}
+  ("api_latency_ms": {"ms": 500, "verbs": ["create"]} delays only those verbs; with "after": true the
+  request is carried out at once and its answer delayed: a create done whose answer is in flight)
 `dashboard_outage` makes the head Service's dashboard port (8265) unreachable in the kube-proxy
 (sandbox/proxy.py) while the Ray processes keep running: "refuse" (connection refused, open
 connections reset) or "hang" (connections accepted and never answered, open ones stalled), from
@@ -146,8 +148,17 @@ class Faults:
     def take_cluster_reset(self, name: str, verb: str) -> bool:
         return self._take_cluster("api_resets", name, verb) is not None
 
-    def cluster_latency(self, name: str) -> float:
-        return float(self.for_cluster(name).get("api_latency_ms", 0)) / 1000.0
+    def cluster_latency(self, name: str, verb: str, answer: bool = False) -> float:
+        """Seconds to delay this request on RayCluster `name` before it is carried out, or with
+        answer=True after it is carried out, before its answer ({"after": true}: a create that
+        is done but whose answer has not arrived yet)."""
+        latency = self.for_cluster(name).get("api_latency_ms", 0)
+        after = False
+        if isinstance(latency, dict):
+            if verb not in (latency.get("verbs") or OBJECT_VERBS):
+                return 0.0
+            latency, after = latency.get("ms", 0), bool(latency.get("after"))
+        return float(latency) / 1000.0 if after == answer else 0.0
 
     # --- platform timings ------------------------------------------------------
     def platform(self, key: str) -> float:
@@ -200,5 +211,11 @@ def _check_cluster_faults(pattern: str, faults: dict) -> None:
             if bad:
                 raise ValueError(f"{where}.{kind} verbs {bad} unknown; known: {', '.join(OBJECT_VERBS)}")
     latency = faults.get("api_latency_ms")
+    if isinstance(latency, dict):
+        bad = [v for v in latency.get("verbs") or [] if v not in OBJECT_VERBS]
+        if bad or set(latency) - {"ms", "verbs", "after"}:
+            raise ValueError(f"{where}.api_latency_ms must be a number or {{\"ms\": n, \"verbs\": [...], \"after\": bool}} "
+                             f"(verbs: {', '.join(OBJECT_VERBS)})")
+        latency = latency.get("ms", 0)
     if latency is not None and (not _number(latency) or latency < 0):
         raise ValueError(f"{where}.api_latency_ms must be a number >= 0, got {latency!r}")

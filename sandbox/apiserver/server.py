@@ -205,7 +205,7 @@ class _Call:
             if self.api.faults.take_reset(path) or (cluster and self.api.faults.take_cluster_reset(*cluster)):
                 self._audit(identity, started)
                 reset_connection(self.environ)
-            delay = self.api.faults.latency(path) + (self.api.faults.cluster_latency(cluster[0]) if cluster else 0.0)
+            delay = self.api.faults.latency(path) + (self.api.faults.cluster_latency(*cluster) if cluster else 0.0)
             if delay:
                 time.sleep(delay)
             injected = self.api.faults.take_error(path) or (cluster and self.api.faults.take_cluster_error(*cluster))
@@ -229,6 +229,9 @@ class _Call:
         except Exception as exc:  # a bug in the sandbox: answer like the apiserver would
             self._send(500, errors.internal(f"{type(exc).__name__}: {exc}").status())
         self._audit(identity, started)
+        answer_delay = self.api.faults.cluster_latency(*cluster, answer=True) if cluster else 0.0
+        if answer_delay:  # done, and audited; the answer is on its way
+            time.sleep(answer_delay)
 
     def _raycluster_target(self) -> tuple[str, str] | None:
         """(name, verb) when this request is on one RayCluster object (the cluster-scoped API

@@ -301,6 +301,7 @@ def test_cluster_scoped_api_faults_hit_only_that_raycluster(api, admin):
     """clusters.<glob>.api_errors / api_resets / api_latency_ms: the requests on that RayCluster
     object (its create, matched by the body's name, get, patch, delete), narrowed by verbs."""
     co = client.CustomObjectsApi(admin)
+    seen = len(open(api.audit._path).readlines())
     api.faults.set({"clusters": {"flaky-*": {"api_errors": [{"code": 503, "count": 1, "verbs": ["create"]},
                                                             {"code": 500, "count": 1, "verbs": ["get"]}],
                                              "api_resets": {"count": 1, "verbs": ["delete"]},
@@ -321,11 +322,22 @@ def test_cluster_scoped_api_faults_hit_only_that_raycluster(api, admin):
         # the reset DELETE has no answer at all; urllib3 retries an idempotent verb by itself
         co.delete_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "flaky-1")
         co.delete_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "steady")
-        entries = [json.loads(line) for line in open(api.audit._path)]
+        # an answer delayed after the request was carried out: the object exists meanwhile
+        api.faults.patch({"clusters": {"flaky-*": {"api_latency_ms": {"ms": 1500, "verbs": ["create"], "after": True}}}})
+        done = threading.Event()
+        threading.Thread(target=lambda: (co.create_namespaced_custom_object(
+            "ray.io", "v1", "plain", "rayclusters", raycluster("flaky-2", queue=None)), done.set()), daemon=True).start()
+        deadline = time.monotonic() + 10
+        while api.store.find(api.registry.get("ray.io", "rayclusters"), "plain", "flaky-2") is None:
+            assert time.monotonic() < deadline, "the create was not carried out"
+            time.sleep(0.02)
+        assert not done.is_set() and done.wait(10)
+        co.delete_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "flaky-2")
+        entries = [json.loads(line) for line in open(api.audit._path).readlines()[seen:]]
         flaky = [(e["method"], e["code"]) for e in entries if "flaky-1" in e["path"] or (
             e["method"] == "POST" and e["path"].endswith("/plain/rayclusters"))]
-        assert flaky[-7:] == [("POST", 201), ("POST", 503), ("POST", 201), ("GET", 500), ("GET", 200),
-                              ("DELETE", 0), ("DELETE", 200)]
+        assert flaky[:7] == [("POST", 201), ("POST", 503), ("POST", 201), ("GET", 500), ("GET", 200),
+                             ("DELETE", 0), ("DELETE", 200)]
     finally:
         api.faults.clear()
 

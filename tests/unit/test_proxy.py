@@ -314,3 +314,7 @@ def test_faults_patch_merges_and_validates():
     assert faults.take_cluster_error("x-1", "create")["code"] == 429
     assert faults.take_cluster_error("x-1", "create") is None and faults.take_cluster_error("y", "get") is None
     assert not faults.take_cluster_reset("x-1", "get") and faults.take_cluster_reset("x-1", "delete")
+    faults.patch({"clusters": {"x-*": {"api_latency_ms": {"ms": 250, "verbs": ["create"]}}}})
+    assert faults.cluster_latency("x-1", "create") == 0.25 and faults.cluster_latency("x-1", "get") == 0.0
+    with pytest.raises(ValueError, match="api_latency_ms"):
+        faults.patch({"clusters": {"x-*": {"api_latency_ms": {"ms": 1, "verbs": ["list"]}}}})

@@ -1,0 +1,30 @@
+"""The pipeline every fault-matrix row runs (tests/reliability/test_fault_matrix.py): the four
+real components, as a user wires them (pipelines/common.py's shape), made small: a head-only
+cluster, short timeouts, teardown in an ExitHandler."""
+
+from kfp import dsl
+
+from components.follow_ray_job.component import follow_ray_job
+from components.provision_ray_cluster.component import provision_ray_cluster
+from components.submit_ray_job.component import submit_ray_job
+from components.teardown_ray_cluster.component import teardown_ray_cluster
+
+
+@dsl.pipeline(name="fault-matrix-run")
+def fault_matrix_run(entrypoint: str, cluster_name: str, local_queue: str = "local-queue-test",
+                     head_memory: str = "1Gi", admission_timeout: int = 60, startup_timeout: int = 90,
+                     job_timeout: int = 300, max_poll_seconds: float = 2.0):
+    teardown = teardown_ray_cluster(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, cluster_name=cluster_name, timeout=60)
+    teardown.set_caching_options(False)
+    with dsl.ExitHandler(teardown, name="fault-matrix"):
+        cluster = provision_ray_cluster(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, cluster_name=cluster_name,
+                                        local_queue=local_queue, num_workers=0, head_cpu="1", head_memory=head_memory,
+                                        admission_timeout=admission_timeout, startup_timeout=startup_timeout)
+        cluster.set_caching_options(False)
+        job = submit_ray_job(dashboard_url=cluster.outputs["dashboard_url"], entrypoint=entrypoint,
+                             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
+        job.set_caching_options(False)
+        follow = follow_ray_job(dashboard_url=cluster.outputs["dashboard_url"], job_id=job.output,
+                                cluster_name=cluster.outputs["cluster_name"], timeout=job_timeout,
+                                max_poll_seconds=max_poll_seconds)
+        follow.set_caching_options(False)
