@@ -6,7 +6,8 @@ one fault. Rows run concurrently, each with a cluster of its own (`mx-<row>-<hex
 faults are keyed by that name, API faults are the cluster-scoped ones (the requests on that
 RayCluster only), so rows never see each other's faults. Concurrency is bounded by CPU slots
 (a row gives its slot back while it only waits, e.g. through a 3-minute outage) and by
-quota slots (the ClusterQueue admits 5 pods; a row that will be admitted holds one).
+quota slots (the seed ClusterQueue admits 5 pods; a row whose head-only cluster will be
+admitted holds one until its quota is released), so no row waits in Kueue for another's.
 
 What a row measures, in wall-clock seconds (time.time()):
   t_fault    when the fault happened (SIGTERM sent, outage began, job ended, ...);
@@ -574,7 +575,8 @@ class Ctx:
 
     @contextlib.contextmanager
     def idle(self):
-        """Give the CPU slot back while this row only waits."""
+        """Give the CPU slot back while this row only waits. Getting it back may take a while:
+        whatever must happen right after the wait goes inside the block."""
         self.matrix.cpu.release()
         try:
             yield
@@ -601,7 +603,7 @@ class Ctx:
 class Matrix:
     """Runs the selected rows concurrently and hands each test its row's Result."""
 
-    def __init__(self, box, rows: list[Row], tmp: Path, cpu_slots: int = 3, quota_slots: int = 4):
+    def __init__(self, box, rows: list[Row], tmp: Path, cpu_slots: int = 3, quota_slots: int = 5):
         from sandbox.client import SandboxClient
 
         self.box, self.rows, self.tmp = box, rows, tmp

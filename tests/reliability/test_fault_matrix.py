@@ -166,8 +166,8 @@ def admitted_late(ctx):
     ctx.until(lambda: run.log.first(r"queued: waiting"), 120, "provision to wait in the queue")
     with ctx.idle():
         time.sleep(10)  # the fault: Kueue holds the cluster for 10 s
-    ctx.clear_faults()
-    ctx.t_fault = time.time()
+        ctx.clear_faults()  # at once, not once this row has its CPU slot back
+        ctx.t_fault = time.time()
     run.wait(240)
     ctx.t_detect = run.log.first(r"admitted by Kueue", after=ctx.t_fault)
     ctx.t_useless = watch.ended()
@@ -185,7 +185,7 @@ def evicted_then_readmitted(ctx):
     with ctx.idle():
         ctx.until(lambda: ctx.trace().evicted, PLATFORM["pods_ready_timeout_s"] + 90, "Kueue's PodsReadyTimeout eviction",
                   interval=0.05)
-    ctx.clear_faults()
+        ctx.clear_faults()  # before the requeue backoff (2 s) ends and the pods are made again
     ctx.t_fault = ctx.trace().evicted
     run.wait(400)
     ctx.t_detect = run.log.first(r"(?i)evict", after=ctx.t_fault)
@@ -486,7 +486,7 @@ def matrix(box, request, tmp_path_factory):
     client.patch_faults({"platform": PLATFORM})
     m = Matrix(box, [r for r in ROWS if r.id in selected], tmp_path_factory.mktemp("matrix"),
                cpu_slots=int(os.environ.get("KFP_RAY_MATRIX_CPU_SLOTS", "3")),
-               quota_slots=int(os.environ.get("KFP_RAY_MATRIX_QUOTA_SLOTS", "4")))
+               quota_slots=int(os.environ.get("KFP_RAY_MATRIX_QUOTA_SLOTS", "5")))
     m.start()
     try:
         yield m
