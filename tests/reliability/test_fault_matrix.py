@@ -5,11 +5,11 @@ prints the table (tests/reliability/conftest.py): fault, outcome, seconds to det
 release quota, leaks.
 
 How KFP is imitated (docs/lifecycle.md has the sources): a cancelled run (KFP 2.17 terminate:
-Argo's deadline) sends SIGTERM to the running task's process and SIGKILL after the 30 s grace,
-then runs the exit handler; a deleted run kills everything and runs no exit handler (SIGKILL of
-the whole local run here, the sweeper's case); a retry runs the same task again with the same
-inputs (kfp.local does not retry, so the retry row runs the components one at a time and kills
-each first attempt at its worst moment).
+Argo's deadline) sends SIGTERM to the running task's processes, whose container is gone about
+1 s later (matrix.KILL_AFTER_S), then runs the exit handler; a deleted run kills everything and
+runs no exit handler (SIGKILL of the whole local run here, the sweeper's case); a retry runs the
+same task again with the same inputs (kfp.local does not retry, so the retry row runs the
+components one at a time and kills each first attempt at its worst moment).
 
 Rows run concurrently (tests/reliability/matrix.py); durations are real, the 3-minute outages
 included. Platform timings shortened for the whole matrix: Kueue's pods-ready timeout 45 s and
