@@ -50,6 +50,7 @@ NS = "sandbox"
 KILL_AFTER_S = 1.0
 GRACE_S = 30.0  # the pod's terminationGracePeriodSeconds, Kubernetes' default
 SETTLE_S = 60.0  # after a run: how long its cluster, quota and processes may take to be gone
+START_SPACING_S = 4.0  # rows start at least this far apart (Matrix._space_out)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 QUICK_JOB = "python -c \"print('KFP_RAY_METRICS {\\\"ok\\\": 1}')\""
 
@@ -611,6 +612,8 @@ class Matrix:
         self.monitor = Monitor(box).start()
         self.cpu = threading.Semaphore(cpu_slots)
         self.quota = threading.Semaphore(quota_slots)
+        self._spacing_lock = threading.Lock()
+        self._last_start = 0.0
         self.results: dict[str, Result] = {}
         self._done: dict[str, threading.Event] = {r.id: threading.Event() for r in rows}
         self._threads: list[threading.Thread] = []
@@ -641,6 +644,7 @@ class Matrix:
                     stack.callback(self.quota.release)
                 self.cpu.acquire()
                 stack.callback(self.cpu.release)
+                self._space_out()
                 ctx = Ctx(self, row)
                 self._ctxs.append(ctx)
                 res.cluster = ctx.cluster
@@ -660,6 +664,16 @@ class Matrix:
         finally:
             self.results[row.id] = res
             self._done[row.id].set()
+
+    def _space_out(self) -> None:
+        """Rows start at least START_SPACING_S apart: a row's start (task processes, pip, a Ray
+        head) is its costliest part, and on 2 cores several at once starve each other (a head
+        whose dashboard cannot reach its own job agent in time answers submissions with 500s)."""
+        with self._spacing_lock:
+            wait = self._last_start + START_SPACING_S - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            self._last_start = time.monotonic()
 
     def _finish(self, ctx: Ctx, res: Result) -> None:
         """Let the row's runs end, measure what is left, then tidy up for the next rows."""
