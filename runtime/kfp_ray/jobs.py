@@ -215,6 +215,7 @@ def follow(dashboard_url: str, job_id: str, timeout: float, max_poll: float = 5.
     c = Checker()
     c.not_empty("job_id", job_id, "wire submit_ray_job's output")
     c.positive_seconds("timeout", timeout)
+    c.positive_seconds("max_poll_seconds", max_poll, example=5)
     c.done()
     jobs = RayJobsClient(dashboard_url)
     started = time.monotonic()
