@@ -178,15 +178,15 @@ class PodTrouble:
             exit_text = f": it last exited with code {last.exit_code} ({last.reason or 'Error'})"
             if last.message:
                 exit_text += f", saying: {last.message.strip()}"
-        tail = previous_log(pod, cs.name) if previous_log else ""
+        tail = (previous_log(pod, cs.name) if previous_log else "").rstrip()
         what = (f"pod {pod.metadata.name}, container {cs.name} keeps crashing (CrashLoopBackOff after "
-                f"{cs.restart_count} restarts){exit_text}" + (f". Its last log lines:\n{tail.rstrip()}\n" if tail else ""))
+                f"{cs.restart_count} restarts){exit_text}")
         oom = last is not None and (last.reason == "OOMKilled" or last.exit_code == 137)
         fix = ("give it more memory (head_memory/worker_memory): exit code 137 is a kill, usually for memory"
                if oom else "check the image (it must be able to run `ray start`: the RHOAI Ray image or one "
-                           "built from it), the Ray settings and memory, from the log above; "
-                           f"`oc logs {pod.metadata.name} -c {cs.name} --previous` shows the whole log")
-        return _whose(cs, what, fix)
+                           "built from it), the Ray settings and memory, from its log")
+        fix += f"; `oc logs {pod.metadata.name} -c {cs.name} --previous` shows the whole log"
+        return _whose(cs, what, fix) + (f"\n--- its last log lines ---\n{tail}" if tail else "")
 
 
 def pod_summary(pods) -> str:
