@@ -149,8 +149,8 @@ def check_quota(spec: ClusterSpec, queue: str) -> None:
     the wait) and the ClusterQueue is in no cohort (it could borrow)."""
     quota = nominal_quota(spec.namespace, queue)
     if quota is None:
-        log(f"cannot read LocalQueue {queue!r} and its ClusterQueue (this service account may not read Kueue objects): "
-            "the request is not checked against the queue's quota")
+        log(f"the request is not checked against the quota of LocalQueue {queue!r}: this service account cannot read it "
+            "and its ClusterQueue (RHOAI's pipeline-runner may read no Kueue object)")
         return
     if quota.cohort:
         return

@@ -84,7 +84,7 @@ def test_the_quota_is_not_checked_where_kueue_is_not_readable(box, sbx, as_pipel
     with pytest.raises(AdmissionTimeout, match="not admitted by Kueue within 2s"):
         tasks.provision(run_id="too-big-runner", **{**TASK, **SMALL, "local_queue": "local-queue-test",
                                                     "head_cpu": "10", "admission_timeout": 2})
-    assert "the request is not checked against the queue's quota" in capsys.readouterr().out
+    assert "the request is not checked against the quota of LocalQueue 'local-queue-test'" in capsys.readouterr().out
     eventually(lambda: rayclusters(sbx) == {}, 30, what="the cluster to be deleted")
 
 
