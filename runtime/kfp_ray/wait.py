@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -15,9 +16,16 @@ from .redact import redact
 T = TypeVar("T")
 
 
+_LOG_LOCK = threading.Lock()
+
+
 def log(msg: str) -> None:
-    """A progress line in the task log (stdout, flushed, secrets redacted)."""
-    print(f"[kfp-ray] {redact(msg)}", file=sys.stdout, flush=True)
+    """A progress line in the task log (stdout, flushed, secrets redacted); one write per
+    line, so that lines from two threads (a cancel's stop and delete) never interleave."""
+    line = f"[kfp-ray] {redact(msg)}\n"
+    with _LOG_LOCK:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 class Backoff:
