@@ -21,10 +21,10 @@ RUN_LABEL = "kfp-ray.io/run-id"
 GONE_TIMEOUT = 120.0
 
 
-def get(name: str, namespace: str, deadline: float | None = None) -> dict | None:
+def get(name: str, namespace: str, deadline: float | None = None, attempts: int = 6) -> dict | None:
     try:
         return kube.call(kube.custom().get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
-                         what=f"read RayCluster {name}", deadline=deadline)
+                         what=f"read RayCluster {name}", deadline=deadline, attempts=attempts)
     except Exception as exc:  # noqa: BLE001
         if kube.not_found(exc):
             return None
@@ -69,14 +69,15 @@ def wait_gone(rc: dict, timeout: float = GONE_TIMEOUT, why: str = "") -> None:
          Backoff(0.2, 1.5, 2.0), on_timeout=timed_out)
 
 
-def request_delete(name: str, namespace: str, uid: str | None = None, deadline: float | None = None) -> bool:
+def request_delete(name: str, namespace: str, uid: str | None = None, deadline: float | None = None,
+                   attempts: int = 6) -> bool:
     """Ask for the deletion of a RayCluster, without waiting. With `uid`, only that object
     is deleted (a precondition: never a namesake created since). False when there was
     nothing (any more) to delete."""
     body = {"preconditions": {"uid": uid}} if uid else None
     try:
         kube.call(kube.custom().delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
-                  body=body, what=f"delete RayCluster {name}", deadline=deadline)
+                  body=body, what=f"delete RayCluster {name}", deadline=deadline, attempts=attempts)
         return True
     except Exception as exc:  # noqa: BLE001
         if kube.not_found(exc) or (uid and getattr(exc, "status", None) == 409):  # 409: another object now

@@ -96,13 +96,21 @@ def _write_log(path: str, text: str) -> None:
 
 def _delete_when_over(name: str, namespace: str, tolerance: float, heartbeat=None) -> None:
     """Delete the cluster of a job that is over and wait until it is gone, riding out an
-    unreachable Kubernetes API for `tolerance` seconds; past that, the exit handler's
-    teardown tries again (the job's result stands)."""
+    unreachable Kubernetes API for `tolerance` seconds (single tries, the outage paces them);
+    past that, the exit handler's teardown tries again (the job's result stands)."""
     outage = Outage("the Kubernetes API", tolerance, consequence="The exit handler's teardown will delete it.")
     while True:
         beat(heartbeat)
         try:
-            rayclusters.delete(name, namespace)
+            rc = rayclusters.get(name, namespace, attempts=1)
+            if rc is None:
+                outage.ok()
+                return
+            if not rayclusters.being_deleted(rc):
+                rayclusters.request_delete(name, namespace, rc["metadata"]["uid"], attempts=1)
+            outage.ok()
+            rayclusters.wait_gone(rc)
+            log(f"deleted RayCluster {name} (lived {rayclusters.age_seconds(rc):.0f}s)")
             return
         except Exception as exc:  # noqa: BLE001 - transient: ridden out; else reported
             try:

@@ -93,3 +93,36 @@ def test_follow_deletes_the_cluster_only_when_the_job_is_over(box, sbx, as_pipel
     out = capsys.readouterr().out
     if not deleted:
         assert f"leaving RayCluster {name}: Ray job j may still be running" in out
+
+
+def test_an_unreachable_kubernetes_api_is_ridden_out_then_left_to_teardown(box, tmp_path, monkeypatch, capsys):
+    """The job is over, but the API refuses connections: follow keeps trying for
+    outage_tolerance_seconds (saying so), then leaves the deletion to the exit handler's
+    teardown; the job's result stands."""
+    import socket
+
+    import yaml
+    from kfp_ray import kube
+
+    with socket.socket() as s:  # a port nothing listens on: connections are refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = yaml.safe_load(open(box.info["kubeconfig_pipeline_runner"]))
+    cfg["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(cfg))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    kube.api_client.cache_clear()
+    dash = Dashboard()
+    dash.job("j", "SUCCEEDED", "done\n")
+    try:
+        result = tasks.follow(dash.url, "j", str(tmp_path / "job.log"), cluster_name="fo-noapi", namespace="sandbox",
+                              max_poll_seconds=0.2, outage_tolerance_seconds=2)
+    finally:
+        dash.close()
+        kube.api_client.cache_clear()
+    assert result.status == "SUCCEEDED"
+    out = capsys.readouterr().out
+    assert "the Kubernetes API unreachable since" in out and "outage_tolerance_seconds=2" in out
+    assert "could not delete RayCluster fo-noapi (Unreachable: the Kubernetes API has been unreachable for" in out
+    assert "longer than the 2s tolerated" in out
+    assert "teardown will retry" in out
