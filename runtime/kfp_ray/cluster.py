@@ -273,23 +273,24 @@ def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: floa
     creation = Creation()
     with sigterm_raises():
         try:
-            rc, adopted = create_or_adopt(body, spec.run_id, creation)
-            log(f"RayCluster {spec.name} {'adopted' if adopted else 'created'} in {spec.namespace}, LocalQueue {queue}")
-            waited = wait_ready(spec.name, spec.namespace, queue, admission_timeout, startup_timeout,
-                                queue_note="" if spec.local_queue else ", chosen because local_queue was empty",
-                                heartbeat=heartbeat)
-            url = dashboard_url(spec.name, spec.namespace)
-            log(f"RayCluster {spec.name} is ready; dashboard {url}")
-            return Provisioned(spec.name, spec.namespace, url, waited.queued_seconds, waited.starting_seconds, adopted)
-        except Cancelled as exc:
+            try:
+                rc, adopted = create_or_adopt(body, spec.run_id, creation)
+                log(f"RayCluster {spec.name} {'adopted' if adopted else 'created'} in {spec.namespace}, LocalQueue {queue}")
+                waited = wait_ready(spec.name, spec.namespace, queue, admission_timeout, startup_timeout,
+                                    queue_note="" if spec.local_queue else ", chosen because local_queue was empty",
+                                    heartbeat=heartbeat)
+                url = dashboard_url(spec.name, spec.namespace)
+                log(f"RayCluster {spec.name} is ready; dashboard {url}")
+                return Provisioned(spec.name, spec.namespace, url, waited.queued_seconds, waited.starting_seconds, adopted)
+            except Exception as exc:
+                if creation.sent or creation.rc:
+                    log(f"provisioning failed ({type(exc).__name__}); deleting RayCluster {spec.name} so it holds no quota")
+                    with contextlib.suppress(Exception):
+                        _delete_if_ours(spec, creation, time.monotonic() + GONE_TIMEOUT)
+                raise
+        except Cancelled as exc:  # also while cleaning up after a failure
             if creation.sent or creation.rc:
                 cleanup_cancelled(spec, creation, cleanup_deadline(exc))
-            raise
-        except Exception as exc:
-            if creation.sent or creation.rc:
-                log(f"provisioning failed ({type(exc).__name__}); deleting RayCluster {spec.name} so it holds no quota")
-                with contextlib.suppress(Exception):
-                    _delete_if_ours(spec, creation, time.monotonic() + GONE_TIMEOUT)
             raise
 
 
