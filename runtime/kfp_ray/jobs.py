@@ -12,12 +12,13 @@ import os
 import re
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError, JobFailed, JobTimeout, KfpRayError
 from .validate import Checker, label_value
-from .wait import Backoff, log, retry
+from .wait import Backoff, beat, log, retry
 
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 METRICS_PREFIX = "KFP_RAY_METRICS"
@@ -205,9 +206,10 @@ class JobResult:
 
 
 def follow(dashboard_url: str, job_id: str, timeout: float, max_poll: float = 5.0, echo=print,
-           stop_grace: float = 60.0) -> JobResult:
+           stop_grace: float = 60.0, heartbeat: Callable[[], None] | None = None) -> JobResult:
     """Follow a job to a terminal state, streaming its new log lines; stop it on timeout
-    and on SIGTERM (a cancelled run). Raises JobFailed/JobTimeout/Cancelled."""
+    and on SIGTERM (a cancelled run). Raises JobFailed/JobTimeout/Cancelled. heartbeat
+    (e.g. a lease renewal) is called once per loop; its failures are logged."""
     from .errors import Cancelled
     from .redact import redact
     from .signals import sigterm_raises
@@ -246,6 +248,7 @@ def follow(dashboard_url: str, job_id: str, timeout: float, max_poll: float = 5.
             info = jobs.info(job_id)
             last_status = None
             while True:
+                beat(heartbeat)
                 if info["status"] != last_status:
                     log(f"job {job_id}: {info['status']}")
                     last_status = info["status"]

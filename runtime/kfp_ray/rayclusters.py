@@ -75,6 +75,9 @@ def delete(name: str, namespace: str, timeout: float = GONE_TIMEOUT) -> float | 
         return None
     lifetime = age_seconds(rc)
     if not being_deleted(rc):
+        from .lease import expire
+
+        expire(name, namespace)  # should the delete fail, the next sweep collects it (see lease.py)
         try:
             kube.call(kube.custom().delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
                       what=f"delete RayCluster {name}")

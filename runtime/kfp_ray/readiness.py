@@ -12,6 +12,7 @@ fell between two polls still shows as two more generations."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import kube
@@ -19,7 +20,7 @@ from .diagnose import pod_problem, pod_summary, replica_failure
 from .errors import AdmissionTimeout, ClusterError, Evicted, PodsFailing, StartupTimeout
 from .queues import KueueView
 from .rayclusters import being_deleted, get, suspended
-from .wait import Backoff, log
+from .wait import Backoff, beat, log
 
 MAX_EVICTIONS = 2  # the second eviction fails provisioning
 PROGRESS_EVERY = 15.0
@@ -67,8 +68,10 @@ class Waited:
 
 
 class _Wait:
-    def __init__(self, name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep):
+    def __init__(self, name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep,
+                 heartbeat=None):
         self.name, self.ns, self.queue, self.queue_note = name, namespace, queue, queue_note
+        self.heartbeat = heartbeat
         self.budget = {"queued": float(admission_timeout), "starting": float(startup_timeout)}
         self.spent = {"queued": 0.0, "starting": 0.0}
         self.phase = "queued"
@@ -85,6 +88,7 @@ class _Wait:
         backoff = Backoff(0.25, 1.5, 3.0)
         last = self.clock()
         while True:
+            beat(self.heartbeat)
             rc = get(self.name, self.ns)
             now = self.clock()
             self.spent[self.phase] += now - last
@@ -189,8 +193,10 @@ class _Wait:
 
 
 def wait_ready(name: str, namespace: str, queue: str, admission_timeout: float, startup_timeout: float,
-               queue_note: str = "", clock=time.monotonic, sleep=time.sleep) -> Waited:
+               queue_note: str = "", clock=time.monotonic, sleep=time.sleep,
+               heartbeat: Callable[[], None] | None = None) -> Waited:
     """Wait until the RayCluster is ready. admission_timeout bounds the time spent queued,
     startup_timeout the time spent starting, each summed over evictions; the second
-    eviction fails. Raises AdmissionTimeout, StartupTimeout, Evicted, PodsFailing."""
-    return _Wait(name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep).run()
+    eviction fails. Raises AdmissionTimeout, StartupTimeout, Evicted, PodsFailing.
+    heartbeat (e.g. a lease renewal) is called once per loop; its failures are logged."""
+    return _Wait(name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep, heartbeat).run()

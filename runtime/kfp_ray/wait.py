@@ -75,6 +75,21 @@ def retry(fn: Callable[[], T], what: str, attempts: int = 6, backoff: Backoff | 
     raise AssertionError("unreachable")
 
 
+def beat(heartbeat: Callable[[], None] | None) -> None:
+    """Call a wait loop's heartbeat (e.g. a lease renewal) once. Its failures are logged
+    and never end the wait; a cancellation (SIGTERM) still does."""
+    if heartbeat is None:
+        return
+    from .errors import Cancelled
+
+    try:
+        heartbeat()
+    except Cancelled:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a heartbeat must not kill the task it serves
+        log(f"heartbeat failed ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}); going on")
+
+
 def poll(check: Callable[[], T | None], timeout: float, what: str, backoff: Backoff | None = None,
          on_timeout: Callable[[], Exception] | None = None, clock=time.monotonic, sleep=time.sleep) -> T:
     """Call check() with backoff until it returns a value that is not None, or time out.
