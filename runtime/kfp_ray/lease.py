@@ -306,6 +306,9 @@ class Swept:
     error: str = ""
     uid: str = ""
 
+    def resources(self) -> str:
+        return self.held.describe() + ("" if self.admitted else " (queued: no quota held)")
+
 
 def managed(rc: dict) -> bool:
     """kfp-ray's labels: managed-by kfp-ray and a run id. Anything else is never touched."""
@@ -401,8 +404,8 @@ def sweep(namespace: str | None, delete: bool = False, timeout: float = GONE_TIM
             entry.action, entry.error = "failed", one_line(exc)
             continue
         if gone is not None:
-            log(f"lease of RayCluster {entry.namespace}/{entry.name} (run {entry.run_id}) expired "
-                f"{-(entry.lease.seconds_left or 0):.0f}s ago: deleting it ({entry.held.describe()})")
+            log(f"lease of RayCluster {entry.namespace}/{entry.name} (run {entry.run_id}) "
+                f"{describe_lease(entry.lease)}: deleting it ({entry.resources()})")
             requested.append((gone, entry))
     for rc, entry in requested:  # deletions run in parallel; wait for each
         try:
@@ -438,9 +441,8 @@ def describe_lease(lease: Lease) -> str:
 def rows(entries: list[Swept]) -> list[list[str]]:
     out = [["NAMESPACE", "NAME", "RUN", "LEASE", "RESOURCES", "ACTION"]]
     for e in entries:
-        what = e.held.describe() + ("" if e.admitted else " (queued: no quota held)")
         action = e.action + (f": {e.error}" if e.error else "")
-        out.append([e.namespace, e.name, e.run_id or "-", describe_lease(e.lease), what, action])
+        out.append([e.namespace, e.name, e.run_id or "-", describe_lease(e.lease), e.resources(), action])
     return out
 
 

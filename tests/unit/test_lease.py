@@ -4,6 +4,7 @@ deletes, against a bare API server as RHOAI's pipeline-runner (no controllers, n
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
@@ -183,7 +184,7 @@ def test_sweep_deletes_only_kfp_ray_clusters_whose_lease_expired(co, as_runner):
     assert (e.run_id, e.lease.state, e.admitted) == ("r1-full-id", "expired", False)
     assert 85 <= -e.lease.seconds_left < 120
     text = lease.render(list(dry.values()), False, "in namespace sandbox")
-    assert "expired 1m3" in text and "r1-full-id" in text and "cpu 2, memory 4Gi, 2 pods (queued: no quota held)" in text
+    assert re.search(r"expired 1m\d\ds ago", text) and "r1-full-id" in text and "cpu 2, memory 4Gi, 2 pods (queued: no quota held)" in text
     assert "unreadable ('next tuesday')" in text and "none" in text
     assert text.splitlines()[-1] == ("5 kfp-ray RayClusters in namespace sandbox, 1 with an expired lease. "
                                      "Dry run: nothing deleted")
