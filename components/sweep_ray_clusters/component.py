@@ -39,9 +39,10 @@ def sweep_ray_clusters(
     """
     from collections import namedtuple
 
+    from kfp_ray.lease import expired
     from kfp_ray.tasks import sweep
 
     entries = sweep(namespace=namespace, all_namespaces=all_namespaces, delete=delete, timeout=timeout,
                     report_path=report.path)
     out = namedtuple("SweepOutputs", ["expired", "deleted"])
-    return out(sum(1 for e in entries if e.lease.expired), sum(1 for e in entries if e.action == "deleted"))
+    return out(len(expired(entries)), sum(1 for e in entries if e.action == "deleted"))

@@ -458,18 +458,24 @@ def render(entries: list[Swept], delete: bool, where: str) -> str:
     return "\n".join(lines)
 
 
+def expired(entries: list[Swept]) -> list[Swept]:
+    """The clusters this sweep found expired (to delete, deleted, or failed to delete);
+    not those already being deleted, nor those renewed while it looked."""
+    return [e for e in entries if e.action in ("would delete", "deleted", "failed")]
+
+
 def summary(entries: list[Swept], delete: bool, where: str) -> str:
-    expired = [e for e in entries if e.action in ("would delete", "deleted", "failed")]
+    found = expired(entries)
     freed = [e for e in entries if e.action == "deleted"]
     failed = [e for e in entries if e.action == "failed"]
     total = Held()
-    for e in (freed if delete else expired):
+    for e in (freed if delete else found):
         if e.admitted:
             total.add(e.held)
-    text = f"{len(entries)} kfp-ray RayCluster{'s' if len(entries) != 1 else ''} {where}, {len(expired)} with an expired lease"
+    text = f"{len(entries)} kfp-ray RayCluster{'s' if len(entries) != 1 else ''} {where}, {len(found)} with an expired lease"
     if not delete:
         quota = f"; they hold {total.describe()} of quota" if total.pods else ""
-        return text + (f"{quota}. Dry run: nothing deleted" if expired else ". Nothing to do")
+        return text + (f"{quota}. Dry run: nothing deleted" if found else ". Nothing to do")
     text += f"; deleted {len(freed)}"
     if total.pods:
         text += f", freeing {total.describe()} of quota"

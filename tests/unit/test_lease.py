@@ -212,8 +212,11 @@ def test_renewer_renews_when_due_and_survives_failures(api, co, as_runner, capsy
     t = [0.0]
     now = [NOW]
     r = lease.Renewer("renewed", NS, lease_seconds=120, every=10, clock=lambda: t[0], now=lambda: now[0])
+    before = co.get_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", "renewed")["metadata"]["generation"]
     r()
     assert annotation(co, "renewed") == "2026-11-23T05:02:00Z"  # the first call renews
+    # A metadata-only patch leaves the generation alone (readiness counts evictions by it).
+    assert co.get_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", "renewed")["metadata"]["generation"] == before
     now[0] += timedelta(seconds=5)
     t[0] = 5.0
     r()
