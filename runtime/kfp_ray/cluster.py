@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import io
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import kube, lease
-from .errors import Cancelled, ClusterError, ForeignCluster, InputError
+from .errors import AccessDenied, Cancelled, ClusterError, ForeignCluster, InputError
 from .queues import resolve_queue as _resolve_queue
-from .rayclusters import GROUP, PLURAL, RUN_LABEL, VERSION, being_deleted, delete, get, run_of, wait_gone
+from .rayclusters import GONE_TIMEOUT, GROUP, PLURAL, RUN_LABEL, VERSION, being_deleted, get, request_delete, run_of, wait_gone
+from .rayclusters import delete as delete  # re-exported: cluster.delete
 from .readiness import wait_ready
+from .signals import cleanup_deadline
 from .validate import Checker, label_value
-from .wait import log
+from .wait import Backoff, beat, first_line, log
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TASK_LABEL = "kfp-ray.io/task"
@@ -178,11 +182,24 @@ def _owned_by(rc: dict, run_id: str) -> bool:
     return run_of(rc) == label_value(run_id)
 
 
-def create_or_adopt(body: dict, run_id: str) -> tuple[dict, bool]:
+@dataclass
+class Creation:
+    """What cleanup must know: whether a create was sent (from the moment it is: a SIGTERM
+    during the call may leave it to land after), and the object once known."""
+    sent: bool = False
+    rc: dict | None = None
+
+    @property
+    def uid(self) -> str | None:
+        return self.rc["metadata"]["uid"] if self.rc else None
+
+
+def create_or_adopt(body: dict, run_id: str, creation: Creation | None = None) -> tuple[dict, bool]:
     """Create the RayCluster; if this run already created it (a retried task), adopt it.
     A cluster of that name being deleted is never adopted: wait until it is gone, then
-    create anew."""
+    create anew. `creation` records the create as sent before the call, and the object."""
     name, ns = body["metadata"]["name"], body["metadata"]["namespace"]
+    creation = creation if creation is not None else Creation()
     for _ in range(CREATE_ATTEMPTS):
         existing = get(name, ns)
         if existing is not None and being_deleted(existing):
@@ -190,9 +207,14 @@ def create_or_adopt(body: dict, run_id: str) -> tuple[dict, bool]:
                                     "created once it is)")
             continue
         if existing is None:
+            creation.sent = True
+            log(f"creating RayCluster {name} in {ns}")
             try:
-                return kube.call(kube.custom().create_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, body,
-                                 what=f"create RayCluster {name}"), False
+                creation.rc = kube.call(kube.custom().create_namespaced_custom_object, GROUP, VERSION, ns, PLURAL,
+                                        body, what=f"create RayCluster {name}")
+                return creation.rc, False
+            except AccessDenied:
+                raise
             except Exception as exc:  # noqa: BLE001
                 if getattr(exc, "status", None) != 409:  # 409: exists (a retried create, or still being deleted)
                     raise ClusterError(f"creating RayCluster {name!r} failed: {_api_message(exc)}") from None
@@ -202,6 +224,7 @@ def create_or_adopt(body: dict, run_id: str) -> tuple[dict, bool]:
             raise ForeignCluster(f"RayCluster {name!r} already exists in {ns!r} and belongs to {owner!r}, not to this "
                                  "run. Fix: choose another cluster_name, or leave it empty to derive one from the run id")
         log(f"RayCluster {name} already exists for this run (a retried task): adopting it")
+        creation.rc = existing
         return existing, True
     raise ClusterError(f"could not create RayCluster {name!r} in {ns!r}: it kept being deleted and recreated by "
                        "someone else. Fix: choose another cluster_name")
@@ -233,13 +256,15 @@ def dashboard_url(name: str, namespace: str) -> str:
 
 # --- the whole provisioning -------------------------------------------------------------
 def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: float,
-              lease_seconds: float = lease.DEFAULT_LEASE_S, renew_every_seconds: float = lease.DEFAULT_RENEW_S) -> Provisioned:
+              heartbeat: Callable[[], None] | None = None, lease_seconds: float = lease.DEFAULT_LEASE_S,
+              renew_every_seconds: float = lease.DEFAULT_RENEW_S) -> Provisioned:
     """Check inputs, create (or adopt) the cluster, wait for admission and pods. On any
-    failure or cancellation after creation, delete the cluster before raising.
+    failure or cancellation from the moment the create is sent, delete the cluster (if it
+    is this run's) before raising; when cancelled, within the grace period.
 
     The cluster's lease is stamped to cover admission, startup and one lease more, renewed
-    every renew_every_seconds while waiting, and renewed once more when ready so that a
-    whole lease covers the hand-over to the tasks that use the cluster next."""
+    every renew_every_seconds while waiting (besides `heartbeat`), and renewed once more when
+    ready, so that a whole lease covers the hand-over to the tasks that use it next."""
     from .signals import sigterm_raises
 
     spec.check()
@@ -252,27 +277,97 @@ def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: floa
     check_data_connection(spec)
     queue = resolve_queue(spec)
     body = build_manifest(spec, queue, lease_seconds=admission_timeout + startup_timeout + lease_seconds)
-    created = False
+    creation = Creation()
     with sigterm_raises():
         try:
-            rc, adopted = create_or_adopt(body, spec.run_id)
-            created = True
-            log(f"RayCluster {spec.name} {'adopted' if adopted else 'created'} in {spec.namespace}, LocalQueue {queue}")
-            # An adopted cluster's lease may be old: renew at once; a new one's was just stamped.
-            renewer = lease.Renewer(spec.name, spec.namespace, lease_seconds, renew_every_seconds,
-                                    first_in=0.0 if adopted else renew_every_seconds)
-            waited = wait_ready(spec.name, spec.namespace, queue, admission_timeout, startup_timeout,
-                                queue_note="" if spec.local_queue else ", chosen because local_queue was empty",
-                                heartbeat=renewer)
-            renewer.renew()
-            url = dashboard_url(spec.name, spec.namespace)
-            log(f"RayCluster {spec.name} is ready; dashboard {url}")
-            return Provisioned(spec.name, spec.namespace, url, waited.queued_seconds, waited.starting_seconds, adopted)
-        except BaseException as exc:
-            if created:
-                log(f"provisioning failed ({type(exc).__name__}); deleting RayCluster {spec.name} so it holds no quota")
-                # A cancelled task has about 30 s before SIGKILL: ask for the deletion, wait briefly.
-                cancelled = isinstance(exc, Cancelled) or not isinstance(exc, Exception)
-                with contextlib.suppress(Exception):
-                    delete(spec.name, spec.namespace, timeout=15.0 if cancelled else 120.0)
+            try:
+                rc, adopted = create_or_adopt(body, spec.run_id, creation)
+                log(f"RayCluster {spec.name} {'adopted' if adopted else 'created'} in {spec.namespace}, LocalQueue {queue}")
+                # An adopted cluster's lease may be old: renew at once; a new one's was just stamped.
+                renewer = lease.Renewer(spec.name, spec.namespace, lease_seconds, renew_every_seconds,
+                                        first_in=0.0 if adopted else renew_every_seconds)
+                waited = wait_ready(spec.name, spec.namespace, queue, admission_timeout, startup_timeout,
+                                    queue_note="" if spec.local_queue else ", chosen because local_queue was empty",
+                                    heartbeat=_beats(renewer, heartbeat))
+                renewer.renew()
+                url = dashboard_url(spec.name, spec.namespace)
+                log(f"RayCluster {spec.name} is ready; dashboard {url}")
+                return Provisioned(spec.name, spec.namespace, url, waited.queued_seconds, waited.starting_seconds, adopted)
+            except Exception as exc:
+                if creation.sent or creation.rc:
+                    log(f"provisioning failed ({type(exc).__name__}); deleting RayCluster {spec.name} so it holds no quota")
+                    with contextlib.suppress(Exception):
+                        _delete_if_ours(spec, creation, time.monotonic() + GONE_TIMEOUT)
+                raise
+        except Cancelled as exc:  # also while cleaning up after a failure
+            if creation.sent or creation.rc:
+                cleanup_cancelled(spec, creation, cleanup_deadline(exc))
             raise
+
+
+def _beats(renewer: lease.Renewer, heartbeat: Callable[[], None] | None) -> Callable[[], None]:
+    if heartbeat is None:
+        return renewer
+
+    def both() -> None:
+        renewer()
+        beat(heartbeat)  # its failure logged on its own
+
+    return both
+
+
+def _ours(rc: dict, spec: ClusterSpec, creation: Creation) -> bool:
+    return rc["metadata"]["uid"] == creation.uid if creation.uid else _owned_by(rc, spec.run_id)
+
+
+def _delete_if_ours(spec: ClusterSpec, creation: Creation, deadline: float) -> None:
+    """After a failure: delete the cluster this task created or adopted (looked up by name
+    when the create's answer never came), and wait until it is gone."""
+    rc = creation.rc or get(spec.name, spec.namespace)
+    if rc is None or not _ours(rc, spec, creation):
+        return
+    if not being_deleted(rc):
+        request_delete(spec.name, spec.namespace, rc["metadata"]["uid"])
+    wait_gone(rc, max(1.0, deadline - time.monotonic()))
+    log(f"deleted RayCluster {spec.name}")
+
+
+def cleanup_cancelled(spec: ClusterSpec, creation: Creation, deadline: float) -> bool:
+    """On SIGTERM: request the deletion at once (the object is known) or as soon as it
+    exists (a create still in flight may land after the signal), then wait until it is
+    gone, never past `deadline`. True when it is known gone."""
+    name, ns = spec.name, spec.namespace
+    log(f"cancelled: deleting RayCluster {name} now; waiting at most {max(0.0, deadline - time.monotonic()):.0f}s "
+        "for it to be gone")
+    requested = False
+    if creation.uid:
+        try:
+            requested = request_delete(name, ns, creation.uid, deadline=deadline)
+        except Exception as exc:  # noqa: BLE001 - looked up again below
+            log(f"deleting RayCluster {name} failed ({type(exc).__name__}: {first_line(exc)}); trying again")
+    backoff = Backoff(0.1, 1.5, 1.0)
+    while True:
+        try:
+            rc = get(name, ns, deadline=deadline)
+            if rc is None and (creation.uid or requested):
+                log(f"RayCluster {name} is gone")
+                return True
+            if rc is not None and not _ours(rc, spec, creation):
+                log(f"RayCluster {name} is not this run's (another run's, or someone else's): leaving it")
+                return True
+            if rc is not None and not being_deleted(rc):
+                requested = request_delete(name, ns, rc["metadata"]["uid"], deadline=deadline) or requested
+                creation.rc = creation.rc or rc
+        except Exception as exc:  # noqa: BLE001 - keep trying until the deadline
+            log(f"while deleting RayCluster {name}: {type(exc).__name__}: {first_line(exc)}")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        time.sleep(min(backoff.next(), left))
+    if requested or creation.uid:
+        log(f"RayCluster {name} is still being deleted as the grace period ends; its deletion is requested, and "
+            "the exit handler's teardown makes sure")
+    else:
+        log(f"no RayCluster {name} appeared after the create request was cut short; should it land after all, the "
+            "exit handler's teardown (and the lease sweeper) remove it")
+    return False

@@ -35,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
 from . import kube
-from .errors import Cancelled, KfpRayError
+from .errors import KfpRayError
 from .rayclusters import GONE_TIMEOUT, GROUP, PLURAL, RUN_LABEL, VERSION, being_deleted, get, suspended, wait_gone
 from .validate import Checker, quantity
 from .wait import log
@@ -122,21 +122,20 @@ def check(c: Checker, lease_seconds, renew_every_seconds) -> None:
                f"give lease_seconds of at least {2 * renew_every_seconds:g} (e.g. ten renewal periods), or renew more often")
 
 
-def _patch(name: str, namespace: str, value: str) -> None:
+def _patch(name: str, namespace: str, value: str, deadline: float | None = None) -> None:
     """One merge patch of the annotation, one attempt, bounded in time."""
-    kube.custom().patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name,
-                                                 {"metadata": {"annotations": {ANNOTATION: value}}},
-                                                 _request_timeout=REQUEST_TIMEOUT)
+    kube.call(kube.custom().patch_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
+              {"metadata": {"annotations": {ANNOTATION: value}}}, what=f"patch the lease of RayCluster {name}",
+              attempts=1, deadline=deadline, _request_timeout=REQUEST_TIMEOUT)
 
 
-def expire(name: str, namespace: str) -> bool:
-    """Set the lease to now (before a deletion): whatever happens next, the next sweep may
-    collect the cluster. Best effort, one attempt; never raises except Cancelled."""
+def expire(name: str, namespace: str, deadline: float | None = None) -> bool:
+    """Set the lease to now (around a deletion): whatever happens next, the next sweep may
+    collect the cluster. Best effort, one attempt (never past `deadline`); never raises
+    (a cancellation, a BaseException, still passes)."""
     try:
-        _patch(name, namespace, format_time(utcnow()))
+        _patch(name, namespace, format_time(utcnow()), deadline)
         return True
-    except Cancelled:
-        raise
     except Exception as exc:  # noqa: BLE001 - the lease still runs out by itself
         if not kube.not_found(exc):
             log(f"could not expire the lease of RayCluster {name} ({one_line(exc)}); it runs out by itself")
@@ -146,7 +145,7 @@ def expire(name: str, namespace: str) -> bool:
 class Renewer:
     """Renews a cluster's lease when due; call it from a wait loop (a heartbeat).
 
-    Never raises except Cancelled: a failed renewal is logged and tried again soon. No
+    Never raises (a cancellation, a BaseException, passes): a failed renewal is logged and tried again soon. No
     thread: it renews only while the task's own loop runs, so it cannot outlive the task."""
 
     def __init__(self, name: str, namespace: str, lease_seconds: float = DEFAULT_LEASE_S,
@@ -175,9 +174,7 @@ class Renewer:
         value = expires_in(self.lease_seconds, now)
         try:
             _patch(self.name, self.namespace, value)
-        except Cancelled:
-            raise
-        except Exception as exc:  # noqa: BLE001 - logged, tried again soon
+        except Exception as exc:  # noqa: BLE001 - logged, tried again soon (Cancelled, a BaseException, passes)
             if kube.not_found(exc):
                 self.gone = True
                 log(f"RayCluster {self.name} is gone: its lease is no longer renewed")
@@ -398,8 +395,6 @@ def sweep(namespace: str | None, delete: bool = False, timeout: float = GONE_TIM
             continue
         try:
             gone = _delete_expired(rc, entry)
-        except Cancelled:
-            raise
         except Exception as exc:  # noqa: BLE001 - one cluster's failure does not stop the sweep
             entry.action, entry.error = "failed", one_line(exc)
             continue
@@ -411,8 +406,6 @@ def sweep(namespace: str | None, delete: bool = False, timeout: float = GONE_TIM
         try:
             wait_gone(rc, timeout)
             entry.action = "deleted"
-        except Cancelled:
-            raise
         except Exception as exc:  # noqa: BLE001
             entry.action, entry.error = "failed", one_line(exc)
     return entries

@@ -90,11 +90,14 @@ class KueueView:
             return None
         co, ns, uid = kube.custom(), rc["metadata"]["namespace"], rc["metadata"]["uid"]
         try:
-            wls = co.list_namespaced_custom_object(*KUEUE, ns, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
+            wls = kube.call(co.list_namespaced_custom_object, *KUEUE, ns, "workloads", what="list Workloads", attempts=1,
+                            label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
             if not wls:
-                wls = [w for w in co.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"]
+                wls = [w for w in kube.call(co.list_namespaced_custom_object, *KUEUE, ns, "workloads",
+                                            what="list Workloads", attempts=1)["items"]
                        if any(r.get("uid") == uid for r in w["metadata"].get("ownerReferences") or [])]
-        except Exception as exc:  # noqa: BLE001 - only a hint: never fail provisioning over it
+        # Only a hint: never fail provisioning over it. (Cancelled is no Exception: it passes.)
+        except Exception as exc:  # noqa: BLE001
             if kube.forbidden(exc):
                 self._forbidden()
             return None
@@ -130,10 +133,12 @@ class KueueView:
         if cond and cond.get("status") != "True" and cond.get("message"):
             parts.append(f"Kueue: {cond['message']}")
         try:
-            lq = co.get_namespaced_custom_object(*KUEUE, ns, "localqueues", wl["spec"].get("queueName"))
+            lq = kube.call(co.get_namespaced_custom_object, *KUEUE, ns, "localqueues", wl["spec"].get("queueName"),
+                           what="read the LocalQueue", attempts=1)
             cq_name = lq["spec"]["clusterQueue"]
-            cq = co.get_cluster_custom_object(*KUEUE, "clusterqueues", cq_name)
-        except Exception as exc:  # noqa: BLE001
+            cq = kube.call(co.get_cluster_custom_object, *KUEUE, "clusterqueues", cq_name, what="read the ClusterQueue",
+                           attempts=1)
+        except Exception as exc:  # noqa: BLE001 - only a hint (Cancelled is no Exception: it passes)
             if kube.forbidden(exc):
                 self._forbidden()
             return "; ".join(parts)

@@ -70,8 +70,8 @@ class Waited:
 class _Wait:
     def __init__(self, name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep,
                  heartbeat=None):
-        self.name, self.ns, self.queue, self.queue_note = name, namespace, queue, queue_note
         self.heartbeat = heartbeat
+        self.name, self.ns, self.queue, self.queue_note = name, namespace, queue, queue_note
         self.budget = {"queued": float(admission_timeout), "starting": float(startup_timeout)}
         self.spent = {"queued": 0.0, "starting": 0.0}
         self.phase = "queued"
@@ -198,5 +198,5 @@ def wait_ready(name: str, namespace: str, queue: str, admission_timeout: float, 
     """Wait until the RayCluster is ready. admission_timeout bounds the time spent queued,
     startup_timeout the time spent starting, each summed over evictions; the second
     eviction fails. Raises AdmissionTimeout, StartupTimeout, Evicted, PodsFailing.
-    heartbeat (e.g. a lease renewal) is called once per loop; its failures are logged."""
+    heartbeat (e.g. a lease renewal) is called once per poll; its failures are logged."""
     return _Wait(name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep, heartbeat).run()

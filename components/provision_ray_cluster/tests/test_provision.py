@@ -156,3 +156,28 @@ def test_queue_wait_is_reported_then_admitted_when_quota_frees_and_a_retry_adopt
     result3, log3 = run_local(COMPONENT, {**args, "run_id": "r-other"})
     assert result3["status"] == "FAILURE" and "belongs to 'r-queue', not to this run" in log3
     assert rayclusters(sbx)["waiter"]["metadata"]["uid"] == rc["metadata"]["uid"]
+
+
+def test_the_wait_beats_once_per_poll_and_a_failing_heartbeat_is_only_logged(box, sbx, as_pipeline_runner, capsys):
+    """The heartbeat (a lease renewal) runs while provision waits; its failure never ends the wait."""
+    from kfp_ray.errors import AdmissionTimeout
+    from kfp_ray.readiness import wait_ready
+
+    sbx.set_faults({"clusters": {"hb-held": {"never_admit": True}}})
+    k8s.CustomObjectsApi(sbx.api_client()).create_namespaced_custom_object(
+        "ray.io", "v1", "sandbox", "rayclusters", raycluster("hb-held", workers=0, cpu="100m", memory="256Mi"))
+
+    def polls():
+        return len([e for e in sbx.audit() if e["method"] == "GET" and e["path"].endswith("/rayclusters/hb-held")])
+
+    beats = []
+
+    def heartbeat():
+        beats.append(polls())
+        if len(beats) == 2:
+            raise RuntimeError("lease patch refused")
+
+    with pytest.raises(AdmissionTimeout):
+        wait_ready("hb-held", "sandbox", "local-queue-test", admission_timeout=1.5, startup_timeout=5, heartbeat=heartbeat)
+    assert len(beats) >= 3 and beats == list(range(beats[0], beats[0] + len(beats)))  # one beat before each poll
+    assert "heartbeat failed (RuntimeError: lease patch refused); carrying on" in capsys.readouterr().out
