@@ -17,7 +17,7 @@ from .rayclusters import delete as delete  # re-exported: cluster.delete
 from .readiness import wait_ready
 from .signals import cleanup_deadline
 from .validate import Checker, label_value
-from .wait import Backoff, beat, first_line, log
+from .wait import Backoff, combine, first_line, log
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TASK_LABEL = "kfp-ray.io/task"
@@ -288,7 +288,7 @@ def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: floa
                                         first_in=0.0 if adopted else renew_every_seconds)
                 waited = wait_ready(spec.name, spec.namespace, queue, admission_timeout, startup_timeout,
                                     queue_note="" if spec.local_queue else ", chosen because local_queue was empty",
-                                    heartbeat=_beats(renewer, heartbeat))
+                                    heartbeat=combine(renewer, heartbeat))
                 renewer.renew()
                 url = dashboard_url(spec.name, spec.namespace)
                 log(f"RayCluster {spec.name} is ready; dashboard {url}")
@@ -303,17 +303,6 @@ def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: floa
             if creation.sent or creation.rc:
                 cleanup_cancelled(spec, creation, cleanup_deadline(exc))
             raise
-
-
-def _beats(renewer: lease.Renewer, heartbeat: Callable[[], None] | None) -> Callable[[], None]:
-    if heartbeat is None:
-        return renewer
-
-    def both() -> None:
-        renewer()
-        beat(heartbeat)  # its failure logged on its own
-
-    return both
 
 
 def _ours(rc: dict, spec: ClusterSpec, creation: Creation) -> bool:

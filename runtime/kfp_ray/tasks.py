@@ -13,7 +13,7 @@ from . import cluster, jobs, kube, lease, rayclusters
 from .errors import Cancelled, Unreachable
 from .signals import cleanup_deadline, sigterm_raises
 from .validate import Checker, label_value, sanitize_name
-from .wait import Backoff, Outage, beat, first_line, is_transient, log
+from .wait import Backoff, Outage, beat, combine, first_line, is_transient, log
 
 
 def _namespace(namespace: str) -> str:
@@ -69,7 +69,7 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
     ns = _namespace(namespace) if deleting else namespace
     renewer = _renewer(cluster_name, namespace, lease_seconds, renew_every_seconds)
     follower = jobs.Follower(dashboard_url, job_id, timeout, max_poll=max_poll_seconds, echo=print,
-                             outage_tolerance=outage_tolerance_seconds, heartbeat=_beats(renewer, heartbeat))
+                             outage_tolerance=outage_tolerance_seconds, heartbeat=combine(renewer, heartbeat))
     with sigterm_raises():
         try:
             try:
@@ -104,19 +104,6 @@ def _renewer(cluster_name: str, namespace: str, lease_seconds: float, every: flo
     except Exception as exc:  # noqa: BLE001 - following the job matters more; the lease runs out
         log(f"cannot renew the lease of RayCluster {cluster_name} ({exc}); following the job without renewing it")
         return None
-
-
-def _beats(*heartbeats: Callable[[], None] | None) -> Callable[[], None] | None:
-    """One heartbeat calling each given one (each failure logged on its own)."""
-    given = [h for h in heartbeats if h is not None]
-    if len(given) <= 1:
-        return given[0] if given else None
-
-    def all_of() -> None:
-        for h in given:
-            beat(h)
-
-    return all_of
 
 
 def _write_log(path: str, text: str) -> None:

@@ -11,7 +11,7 @@ from fractions import Fraction
 import pytest
 import yaml
 from kfp_ray import kube, lease, rayclusters, wait
-from kfp_ray.errors import Cancelled, InputError, InputErrors
+from kfp_ray.errors import InputError, InputErrors
 from kfp_ray.validate import Checker
 from kubernetes import client
 
@@ -70,19 +70,17 @@ def test_lease_parameters_are_checked_with_the_field_and_the_fix():
     assert "lease_seconds: 0 must be" in str(err.value)
 
 
-def test_a_heartbeat_never_kills_its_loop_but_a_cancellation_still_does(capsys):
+def test_combined_heartbeats_each_run_whatever_the_other_does(capsys):
+    calls = []
+
     def broken():
-        raise RuntimeError("API down")
+        calls.append("broken")
+        raise RuntimeError("lease patch refused")
 
-    wait.beat(broken)
-    wait.beat(None)
-    assert "heartbeat failed (RuntimeError: API down); going on" in capsys.readouterr().out
-
-    def cancelled():
-        raise Cancelled("SIGTERM")
-
-    with pytest.raises(Cancelled):
-        wait.beat(cancelled)
+    both = wait.combine(broken, None, lambda: calls.append("other"))
+    both()
+    assert calls == ["broken", "other"] and "heartbeat failed (RuntimeError: lease patch refused)" in capsys.readouterr().out
+    assert wait.combine(None, None) is None and wait.combine(None, broken) is broken
 
 
 # --- what a cluster holds ---------------------------------------------------------------------
