@@ -29,6 +29,8 @@ def provision_ray_cluster(
     labels: dict = {},
     admission_timeout: int = 600,
     startup_timeout: int = 900,
+    lease_seconds: int = 600,
+    renew_every_seconds: int = 60,
 ) -> NamedTuple("ProvisionOutputs", [("cluster_name", str), ("namespace", str), ("dashboard_url", str),
                                      ("queued_seconds", float), ("starting_seconds", float)]):
     """Provision a Kueue-queued RayCluster and wait until it is ready.
@@ -44,6 +46,11 @@ def provision_ray_cluster(
     limits below requests, the image reference, tolerations, more than the ClusterQueue's
     quota where readable) fail the task before anything is created. Turn caching off for
     this task.
+
+    The cluster carries a lease (annotation kfp-ray.io/lease-expires) that this task renews
+    while it waits and the follow task while the job runs; once it has expired, the
+    kfp_ray_gc pipeline (a recurring run) deletes the cluster, e.g. after the run was
+    deleted or a task killed, when no exit handler or cleanup code runs.
 
     Args:
         run_id: The pipeline run's id (dsl.PIPELINE_JOB_ID_PLACEHOLDER); labels the cluster.
@@ -76,6 +83,10 @@ def provision_ray_cluster(
         admission_timeout: Seconds to wait for Kueue admission (summed over evictions).
         startup_timeout: Seconds to wait, once admitted, for every pod to be ready (summed
             over evictions).
+        lease_seconds: Length of the cluster's lease, renewed while this task waits and
+            once more when the cluster is ready, to cover the hand-over to the next task.
+        renew_every_seconds: How often the lease is renewed (lease_seconds must be at
+            least twice as long).
 
     Returns:
         cluster_name: The RayCluster's name.
@@ -94,6 +105,7 @@ def provision_ray_cluster(
                   worker_cpu_limit=worker_cpu_limit, worker_memory_limit=worker_memory_limit, worker_gpus=worker_gpus,
                   image=image, env=env, data_connection=data_connection, tolerations=tolerations,
                   node_selector=node_selector, labels=labels, admission_timeout=admission_timeout,
-                  startup_timeout=startup_timeout)
+                  startup_timeout=startup_timeout, lease_seconds=lease_seconds,
+                  renew_every_seconds=renew_every_seconds)
     out = namedtuple("ProvisionOutputs", ["cluster_name", "namespace", "dashboard_url", "queued_seconds", "starting_seconds"])
     return out(p.name, p.namespace, p.dashboard_url, p.queued_seconds, p.starting_seconds)

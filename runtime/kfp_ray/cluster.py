@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import kube
+from . import kube, lease
 from .errors import AccessDenied, Cancelled, ClusterError, ForeignCluster, InputError
 from .queues import nominal_quota
 from .queues import resolve_queue as _resolve_queue
@@ -18,11 +18,11 @@ from .rayclusters import delete as delete  # re-exported: cluster.delete
 from .readiness import wait_ready
 from .signals import cleanup_deadline
 from .validate import Checker, identity_label, label_value, quantity, task_identity
-from .wait import Backoff, first_line, log
+from .wait import Backoff, combine, first_line, log
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TASK_LABEL = "kfp-ray.io/task"  # which task of the run: identity_label(task_identity(name, id))
-MANAGED_BY = ("app.kubernetes.io/managed-by", "kfp-ray")
+MANAGED_BY = lease.MANAGED_BY
 # Attempts at create-or-adopt: a create can meet a cluster of that name being deleted.
 CREATE_ATTEMPTS = 3
 
@@ -198,10 +198,10 @@ def default_image() -> str:
     return getattr(constants, "CUDA_PY311_RUNTIME_IMAGE", "") or "quay.io/modh/ray:2.52.1-py311-cu121"
 
 
-def build_manifest(spec: ClusterSpec, queue: str) -> dict:
+def build_manifest(spec: ClusterSpec, queue: str, lease_seconds: float = lease.DEFAULT_LEASE_S) -> dict:
     """The RayCluster the CodeFlare SDK builds, plus what the SDK cannot express: the queue
     label it drops when it cannot read LocalQueues, run/task labels, the data connection as
-    envFrom, and a node selector for GPU workers."""
+    envFrom, a node selector for GPU workers, and its lease (lease.py) of lease_seconds."""
     kube.use_with_codeflare_sdk()
     from codeflare_sdk import Cluster, ClusterConfiguration
     from kubernetes.client import V1Toleration
@@ -227,7 +227,8 @@ def build_manifest(spec: ClusterSpec, queue: str) -> dict:
     meta.setdefault("labels", {}).update({
         QUEUE_LABEL: queue, RUN_LABEL: label_value(spec.run_id), TASK_LABEL: identity_label(spec.identity),
         MANAGED_BY[0]: MANAGED_BY[1]})
-    meta.setdefault("annotations", {}).update({"kfp-ray.io/run-id": spec.run_id, TASK_LABEL: spec.identity})
+    meta.setdefault("annotations", {}).update({lease.RUN_ID_ANNOTATION: spec.run_id, TASK_LABEL: spec.identity})
+    lease.stamp(body, lease_seconds)
     templates = [body["spec"]["headGroupSpec"]["template"]] + [g["template"] for g in body["spec"].get("workerGroupSpecs", [])]
     if spec.data_connection:
         for tpl in templates:
@@ -337,34 +338,44 @@ def dashboard_url(name: str, namespace: str) -> str:
 
 # --- the whole provisioning -------------------------------------------------------------
 def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: float,
-              heartbeat: Callable[[], None] | None = None, derived_name: bool = False,
+              heartbeat: Callable[[], None] | None = None, lease_seconds: float = lease.DEFAULT_LEASE_S,
+              renew_every_seconds: float = lease.DEFAULT_RENEW_S, derived_name: bool = False,
               image_pull_grace: float | None = None) -> Provisioned:
     """Check inputs, create (or adopt) the cluster, wait for admission and pods. On any
     failure or cancellation from the moment the create is sent, delete the cluster (if it
     is this task's) before raising; when cancelled, within the grace period.
-    `derived_name`: spec.name was derived from the run and task identity."""
+    `derived_name`: spec.name was derived from the run and task identity.
+
+    The cluster's lease is stamped to cover admission, startup and one lease more, renewed
+    every renew_every_seconds while waiting (besides `heartbeat`), and renewed once more when
+    ready, so that a whole lease covers the hand-over to the tasks that use it next."""
     from .signals import sigterm_raises
 
     spec.check(derived_name=derived_name)
     c = Checker()
     c.positive_seconds("admission_timeout", admission_timeout)
     c.positive_seconds("startup_timeout", startup_timeout)
+    lease.check(c, lease_seconds, renew_every_seconds)
     c.done()
     check_namespace(spec)
     check_data_connection(spec)
     queue = resolve_queue(spec)
     check_quota(spec, queue)
-    body = build_manifest(spec, queue)
+    body = build_manifest(spec, queue, lease_seconds=admission_timeout + startup_timeout + lease_seconds)
     creation = Creation()
     with sigterm_raises():
         try:
             try:
                 rc, adopted = create_or_adopt(body, creation)
                 log(f"RayCluster {spec.name} {'adopted' if adopted else 'created'} in {spec.namespace}, LocalQueue {queue}")
+                # An adopted cluster's lease may be old: renew at once; a new one's was just stamped.
+                renewer = lease.Renewer(spec.name, spec.namespace, lease_seconds, renew_every_seconds,
+                                        first_in=0.0 if adopted else renew_every_seconds)
                 waited = wait_ready(spec.name, spec.namespace, queue, admission_timeout, startup_timeout,
                                     queue_note="" if spec.local_queue else ", chosen because local_queue was empty",
-                                    heartbeat=heartbeat,
+                                    heartbeat=combine(renewer, heartbeat),
                                     **({} if image_pull_grace is None else {"image_pull_grace": image_pull_grace}))
+                renewer.renew()
                 url = dashboard_url(spec.name, spec.namespace)
                 log(f"RayCluster {spec.name} is ready; dashboard {url}")
                 return Provisioned(spec.name, spec.namespace, url, waited.queued_seconds, waited.starting_seconds, adopted)

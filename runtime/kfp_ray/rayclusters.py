@@ -73,8 +73,16 @@ def request_delete(name: str, namespace: str, uid: str | None = None, deadline: 
                    attempts: int = 6) -> bool:
     """Ask for the deletion of a RayCluster, without waiting. With `uid`, only that object
     is deleted (a precondition: never a namesake created since). False when there was
-    nothing (any more) to delete."""
+    nothing (any more) to delete.
+
+    Its lease (lease.py) is set to now, so that the next sweep collects the cluster should
+    the deletion fail or never be sent: before the delete, or, with a `deadline` (a
+    cancelled task, where the delete must go out at once), only after a failed delete."""
+    from .lease import expire
+
     body = {"preconditions": {"uid": uid}} if uid else None
+    if deadline is None:
+        expire(name, namespace)
     try:
         kube.call(kube.custom().delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
                   body=body, what=f"delete RayCluster {name}", deadline=deadline, attempts=attempts)
@@ -82,6 +90,8 @@ def request_delete(name: str, namespace: str, uid: str | None = None, deadline: 
     except Exception as exc:  # noqa: BLE001
         if kube.not_found(exc) or (uid and getattr(exc, "status", None) == 409):  # 409: another object now
             return False
+        if deadline is not None:
+            expire(name, namespace, deadline)
         raise
 
 

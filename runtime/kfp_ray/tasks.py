@@ -9,11 +9,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from . import cluster, jobs, kube, rayclusters
+from . import cluster, jobs, kube, lease, rayclusters
 from .errors import Cancelled, Unreachable
 from .signals import cleanup_deadline, sigterm_raises
 from .validate import Checker, derive_cluster_name, label_value, task_identity
-from .wait import Backoff, Outage, beat, first_line, is_transient, log
+from .wait import Backoff, Outage, beat, combine, first_line, is_transient, log
 
 
 def _namespace(namespace: str) -> str:
@@ -26,6 +26,7 @@ def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_qu
               worker_memory_limit: str = "", worker_gpus: int = 0, image: str = "", env: dict | None = None,
               data_connection: str = "", tolerations: list | None = None, node_selector: dict | None = None,
               labels: dict | None = None, admission_timeout: float = 600, startup_timeout: float = 900,
+              lease_seconds: float = lease.DEFAULT_LEASE_S, renew_every_seconds: float = lease.DEFAULT_RENEW_S,
               task_name: str = "", task_id: str = "", image_pull_grace: float | None = None) -> cluster.Provisioned:
     """Provision one task's cluster. Its name, when not given, derives from the run and the
     task identity (task_name, task_id), so each provision task of a run gets its own.
@@ -40,7 +41,8 @@ def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_qu
         worker_cpu_limit=worker_cpu_limit, worker_memory=worker_memory, worker_memory_limit=worker_memory_limit,
         worker_gpus=worker_gpus, image=image, env=dict(env or {}), data_connection=data_connection,
         tolerations=list(tolerations or []), node_selector=dict(node_selector or {}), labels=dict(labels or {}))
-    return cluster.provision(spec, admission_timeout, startup_timeout, derived_name=derived,
+    return cluster.provision(spec, admission_timeout, startup_timeout, lease_seconds=lease_seconds,
+                             renew_every_seconds=renew_every_seconds, derived_name=derived,
                              image_pull_grace=image_pull_grace)
 
 
@@ -52,7 +54,8 @@ def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str = "submit
 
 def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "", namespace: str = "",
            timeout: float = 86400, delete_cluster: bool = True, max_poll_seconds: float = 5.0,
-           outage_tolerance_seconds: float = jobs.OUTAGE_TOLERANCE, heartbeat: Callable[[], None] | None = None):
+           outage_tolerance_seconds: float = jobs.OUTAGE_TOLERANCE, heartbeat: Callable[[], None] | None = None,
+           lease_seconds: float = lease.DEFAULT_LEASE_S, renew_every_seconds: float = lease.DEFAULT_RENEW_S):
     """Follow the job; write its log (as read so far) to log_path whatever happens.
 
     The cluster (delete_cluster, cluster_name) is deleted when the job is over (terminal,
@@ -61,11 +64,19 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
     grace period. An unreachable dashboard is ridden out for outage_tolerance_seconds; past
     that the task fails WITHOUT deleting the cluster, since the job may still be running (a
     retry of the task follows it again; else the exit handler's teardown, and failing that
-    the lease sweeper, frees it). Returns jobs.JobResult."""
+    the lease sweeper, frees it). Returns jobs.JobResult.
+
+    While it follows (outages included) it renews cluster_name's lease (lease.py) every
+    renew_every_seconds to lease_seconds ahead, so the sweeper leaves the cluster alone; once
+    the job is over it renews no more."""
+    c = Checker()
+    lease.check(c, lease_seconds, renew_every_seconds)
+    c.done()
     deleting = bool(delete_cluster and cluster_name)
     ns = _namespace(namespace) if deleting else namespace
+    renewer = _renewer(cluster_name, namespace, lease_seconds, renew_every_seconds)
     follower = jobs.Follower(dashboard_url, job_id, timeout, max_poll=max_poll_seconds, echo=print,
-                             outage_tolerance=outage_tolerance_seconds, heartbeat=heartbeat)
+                             outage_tolerance=outage_tolerance_seconds, heartbeat=combine(renewer, heartbeat))
     with sigterm_raises():
         try:
             try:
@@ -90,6 +101,16 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
             finally:
                 _write_log(log_path, follower.logs)
             raise
+
+
+def _renewer(cluster_name: str, namespace: str, lease_seconds: float, every: float) -> lease.Renewer | None:
+    if not cluster_name:
+        return None
+    try:
+        return lease.Renewer(cluster_name, _namespace(namespace), lease_seconds, every)
+    except Exception as exc:  # noqa: BLE001 - following the job matters more; the lease runs out
+        log(f"cannot renew the lease of RayCluster {cluster_name} ({exc}); following the job without renewing it")
+        return None
 
 
 def _write_log(path: str, text: str) -> None:
@@ -218,3 +239,28 @@ def _teardown(run_id: str, namespace: str, cluster_name: str, timeout: float) ->
         rayclusters.wait_gone(rc, timeout)
         log(f"deleted RayCluster {name} (lived {rayclusters.age_seconds(rc):.0f}s)")
     return round(max((rayclusters.age_seconds(rc) for rc in found.values()), default=0.0), 2)
+
+
+def sweep(namespace: str = "", all_namespaces: bool = False, delete: bool = True, timeout: float = 300,
+          report_path: str = "") -> list:
+    """The lease sweeper (lease.py) as one task: judge kfp-ray's RayClusters in the namespace
+    (empty: the pipeline's own) by their leases, delete the expired ones when asked, print
+    the table (and write it as Markdown to report_path). Raises, after reporting, when a
+    deletion failed. Returns lease.Swept entries."""
+    c = Checker()
+    c.positive_seconds("timeout", timeout)
+    c.done()
+    ns = None if all_namespaces else _namespace(namespace)
+    where = "in all namespaces" if ns is None else f"in namespace {ns}"
+    entries = lease.sweep(ns, delete=delete, timeout=timeout)
+    print(lease.render(entries, delete, where), flush=True)
+    if report_path:
+        with open(report_path, "w") as fh:
+            fh.write(lease.markdown(entries, delete, where))
+    failed = [e for e in entries if e.action == "failed"]
+    if failed:
+        from .errors import KfpRayError
+
+        raise KfpRayError("could not delete RayClusters whose lease expired: " + "; ".join(
+            f"{e.namespace}/{e.name}: {e.error}" for e in failed) + ". The next sweep tries again")
+    return entries

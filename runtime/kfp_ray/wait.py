@@ -121,6 +121,20 @@ def beat(heartbeat: Callable[[], None] | None) -> None:
         log(f"heartbeat failed ({type(exc).__name__}: {first_line(exc)}); carrying on")
 
 
+def combine(*heartbeats: Callable[[], None] | None) -> Callable[[], None] | None:
+    """One heartbeat that calls each given one (None: none given); each one's failure is
+    logged on its own and does not keep the others from running."""
+    given = [h for h in heartbeats if h is not None]
+    if len(given) <= 1:
+        return given[0] if given else None
+
+    def each() -> None:
+        for h in given:
+            beat(h)
+
+    return each
+
+
 def first_line(exc: BaseException, limit: int = 200) -> str:
     text = str(exc).strip()
     return (text.splitlines()[0] if text else type(exc).__name__)[:limit]

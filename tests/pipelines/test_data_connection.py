@@ -25,6 +25,14 @@ def executors(name):
     return platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
 
 
+def with_a_data_connection() -> list[str]:
+    """The pipelines that take a data connection (the training ones; not the sweeper)."""
+    def inputs(name):
+        spec = next(yaml.safe_load_all(registry.compiled_path(name).read_text()))
+        return (spec["root"].get("inputDefinitions") or {}).get("parameters", {})
+    return [name for name in registry.PIPELINES if "data_connection" in inputs(name)]
+
+
 def driver_env(secret_as_env: list, secret_name: str) -> list[dict]:
     """What KFP 2.17's driver puts into the task pod for the secretAsEnv entries."""
     return [{"name": m["envVar"], "valueFrom": {"secretKeyRef": {"name": secret_name, "key": m["secretKey"],
@@ -32,7 +40,11 @@ def driver_env(secret_as_env: list, secret_name: str) -> list[dict]:
             for entry in secret_as_env for m in entry["keyToEnv"]]
 
 
-@pytest.mark.parametrize("name", list(registry.PIPELINES))
+def test_the_training_pipelines_take_a_data_connection():
+    assert {"ray_training", "fashion_mnist", "xgboost_tune"} <= set(with_a_data_connection())
+
+
+@pytest.mark.parametrize("name", with_a_data_connection())
 def test_every_s3_task_and_follow_mount_the_data_connection_with_an_optional_region(name):
     ex = executors(name)
     assert {k for k, v in ex.items() if "secretAsEnv" in v} == S3_TASKS
