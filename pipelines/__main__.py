@@ -128,7 +128,9 @@ def cmd_run(args) -> int:
         client = SandboxClient(box.info)
         # kfp-kubernetes settings do not apply locally: give the tasks what the pipeline
         # pod would get, the pipeline-runner identity and the data connection's env.
-        env = {"KUBECONFIG": box.info["kubeconfig_pipeline_runner"], **client.data_connection()}
+        from .common import data_connection_env
+
+        env = {"KUBECONFIG": box.info["kubeconfig_pipeline_runner"], **data_connection_env(client.data_connection())}
         params = with_sandbox_queue(args.name, params, client)
         print(f"==> running {compiled.relative_to(registry.ROOT)} with kfp.local as pipeline-runner", flush=True)
         view = summary.LiveView(sys.stdout, verbose=args.verbose, secrets=list(env.values()))

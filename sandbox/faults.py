@@ -5,16 +5,24 @@ API faults apply to every request whose path matches (errors and resets count do
            "resets": {"count": 2, "path": "..."}, "latency_ms": 200}}
 Cluster faults apply to RayClusters whose name matches a glob ("*" for all):
   {"clusters": {"demo-*": {"never_admit": true, "image_pull": true, "taint": true,
-                           "slow_start": 20, "head_crash_after": 5, "exceed_quota": true}}}
+                           "slow_start": 20, "head_crash_after": 5, "exceed_quota": true,
+                           "image_pull_failures": 2, "crash_loop": true}}}
 `image_pull` is true (the Ray container, containers[0]) or a container name ("oauth-proxy":
-that container only). `exceed_quota` makes the apiserver refuse the cluster's pod creates as a
+that container only): every pull of its image fails (the registry has no such manifest).
+`image_pull_failures: N`: the Ray container's first N pulls fail as a registry outage does,
+then it pulls. `crash_loop`: the head's Ray container exits at start (`ray start` refuses a
+bad rayStartParams value, exit code 2), every time (true) or its first N starts; the kubelet restarts it with
+its back-off (CrashLoopBackOff). `exceed_quota` makes the apiserver refuse the cluster's pod creates as a
 namespace ResourceQuota would (403 "exceeded quota: ..."; a string names the quota).
 Platform timings (seconds; PLATFORM_DEFAULTS when unset) are what RHOAI's controllers take:
   {"platform": {"pods_ready_timeout_s": 300, "requeue_backoff_base_s": 60,
-                "finalizer_delay_s": 2.0, "termination_grace_s": 30}}
+                "finalizer_delay_s": 2.0, "termination_grace_s": 30, "kubelet_backoff_s": 10}}
   pods_ready_timeout_s / requeue_backoff_base_s: Kueue's waitForPodsReady timeout and requeuing
   backoff base; finalizer_delay_s: how long the CodeFlare operator (RayCluster) and Kueue
-  (Workload) take to drop their finalizers; termination_grace_s: a pod's default grace period.
+  (Workload) take to drop their finalizers; termination_grace_s: a pod's default grace period;
+  kubelet_backoff_s: the kubelet's back-off base for container restarts and image pulls
+  (kubernetes v1.31 pkg/kubelet backOffPeriod 10 s, doubling up to MaxContainerBackOff 300 s,
+  i.e. 30 x the base), also its pod worker's resync after a failed sync (jittered x1-1.5).
 """
 
 from __future__ import annotations
@@ -24,11 +32,12 @@ import fnmatch
 import re
 import threading
 
-CLUSTER_FAULTS = ("never_admit", "image_pull", "taint", "slow_start", "head_crash_after", "exceed_quota")
+CLUSTER_FAULTS = ("never_admit", "image_pull", "taint", "slow_start", "head_crash_after", "exceed_quota",
+                  "image_pull_failures", "crash_loop")
 # RHOAI's values: Kueue v0.11 defaults (apis/config/v1beta1/defaults.go: PodsReady timeout 5 min,
 # backoff base 60 s) under opendatahub's `waitForPodsReady: {enable: true}`; kube's 30 s grace.
 PLATFORM_DEFAULTS = {"pods_ready_timeout_s": 300.0, "requeue_backoff_base_s": 60.0,
-                     "finalizer_delay_s": 2.0, "termination_grace_s": 30.0}
+                     "finalizer_delay_s": 2.0, "termination_grace_s": 30.0, "kubelet_backoff_s": 10.0}
 SECTIONS = ("api", "clusters", "platform")
 
 
@@ -44,6 +53,10 @@ class Faults:
             unknown += [f"clusters.{pattern}.{k}" for k in faults if k not in CLUSTER_FAULTS]
             if not isinstance(faults.get("image_pull", False), (bool, str)):
                 raise ValueError(f"clusters.{pattern}.image_pull must be true/false or a container name")
+            for key in ("image_pull_failures", "crash_loop"):
+                value = faults.get(key, 0)
+                if not isinstance(value, (bool, int)) or (not isinstance(value, bool) and value < 0):
+                    raise ValueError(f"clusters.{pattern}.{key} must be true/false or a count >= 0")
         platform = config.get("platform") or {}
         unknown += [f"platform.{k}" for k in platform if k not in PLATFORM_DEFAULTS]
         if unknown:

@@ -6,6 +6,8 @@ from components._build import CODEFLARE, ray_component
 @ray_component(packages=CODEFLARE)
 def provision_ray_cluster(
     run_id: str,
+    task_name: str = "",
+    task_id: str = "",
     cluster_name: str = "",
     namespace: str = "",
     local_queue: str = "",
@@ -40,7 +42,10 @@ def provision_ray_cluster(
     task. Pods that cannot start (image pull failure, untolerated taint, missing secret,
     KubeRay's ReplicaFailure) fail the task at once. On any failure, timeout or
     cancellation the cluster is deleted. A retried task adopts the cluster it created, never
-    one being deleted. Turn caching off for this task.
+    one being deleted nor one of another task. Inputs that can never work (names, quantities,
+    limits below requests, the image reference, tolerations, more than the ClusterQueue's
+    quota where readable) fail the task before anything is created. Turn caching off for
+    this task.
 
     The cluster carries a lease (annotation kfp-ray.io/lease-expires) that this task renews
     while it waits and the follow task while the job runs; once it has expired, the
@@ -49,7 +54,12 @@ def provision_ray_cluster(
 
     Args:
         run_id: The pipeline run's id (dsl.PIPELINE_JOB_ID_PLACEHOLDER); labels the cluster.
-        cluster_name: RayCluster name; empty derives one from the run id.
+        task_name: This task's name (dsl.PIPELINE_TASK_NAME_PLACEHOLDER); with task_id, tells
+            this task's cluster from another provision task's of the same run.
+        task_id: This task's id (dsl.PIPELINE_TASK_ID_PLACEHOLDER): distinct per ParallelFor
+            iteration, the same when the task is retried. Both are required when
+            cluster_name is empty.
+        cluster_name: RayCluster name; empty derives one from the run id and the task.
         namespace: Namespace; empty uses the pipeline's own (no other: the dashboard is
             reachable only from the cluster's own namespace).
         local_queue: Kueue LocalQueue; empty uses the namespace's default-queue LocalQueue,
@@ -89,7 +99,7 @@ def provision_ray_cluster(
 
     from kfp_ray.tasks import provision
 
-    p = provision(run_id=run_id, cluster_name=cluster_name, namespace=namespace, local_queue=local_queue,
+    p = provision(run_id=run_id, task_name=task_name, task_id=task_id, cluster_name=cluster_name, namespace=namespace, local_queue=local_queue,
                   num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,
                   worker_memory=worker_memory, head_cpu_limit=head_cpu_limit, head_memory_limit=head_memory_limit,
                   worker_cpu_limit=worker_cpu_limit, worker_memory_limit=worker_memory_limit, worker_gpus=worker_gpus,

@@ -232,7 +232,7 @@ class Follower:
         c.not_empty("job_id", job_id, "wire submit_ray_job's output")
         c.positive_seconds("timeout", timeout)
         c.positive_seconds("outage_tolerance_seconds", outage_tolerance)
-        c.positive_seconds("max_poll_seconds", max_poll)
+        c.positive_seconds("max_poll_seconds", max_poll, example=5)
         c.done()
         self.url, self.job_id, self.timeout, self.max_poll, self.echo = dashboard_url, job_id, timeout, max_poll, echo
         self.stop_grace, self.heartbeat, self.clock, self.sleep = stop_grace, heartbeat, clock, sleep

@@ -62,6 +62,40 @@ def resolve_queue(namespace: str, local_queue: str) -> str:
 
 
 @dataclass
+class Quota:
+    """A ClusterQueue's nominal quota (summed over its flavors), as Kueue v0.11 reads it."""
+    cluster_queue: str
+    nominal: dict           # resource -> Fraction
+    cohort: str             # "" when it cannot borrow
+
+
+def nominal_quota(namespace: str, local_queue: str) -> Quota | None:
+    """The quota of the ClusterQueue behind a LocalQueue, where this service account may read
+    the LocalQueue and the ClusterQueue (RHOAI's pipeline-runner may read neither: None)."""
+    from .validate import quantity
+
+    co = kube.custom()
+    try:
+        lq = kube.call(co.get_namespaced_custom_object, *KUEUE, namespace, "localqueues", local_queue,
+                       what="read the LocalQueue")
+        name = (lq.get("spec") or {}).get("clusterQueue") or ""
+        cq = kube.call(co.get_cluster_custom_object, *KUEUE, "clusterqueues", name, what="read the ClusterQueue")
+    except Exception as exc:  # noqa: BLE001
+        if kube.forbidden(exc) or kube.not_found(exc):
+            return None
+        raise
+    nominal: dict = {}
+    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for r in flavor.get("resources") or []:
+                try:
+                    nominal[r["name"]] = nominal.get(r["name"], 0) + quantity(r.get("nominalQuota", 0))
+                except (KeyError, ValueError):
+                    continue
+    return Quota(name, nominal, (cq.get("spec") or {}).get("cohort") or "")
+
+
+@dataclass
 class Eviction:
     """Kueue's record of an eviction (Workload condition Evicted, Kueue v0.11)."""
     reason: str           # e.g. PodsReadyTimeout, Preempted, InactiveWorkload

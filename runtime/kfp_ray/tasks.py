@@ -12,7 +12,7 @@ from collections.abc import Callable
 from . import cluster, jobs, kube, lease, rayclusters
 from .errors import Cancelled, Unreachable
 from .signals import cleanup_deadline, sigterm_raises
-from .validate import Checker, label_value, sanitize_name
+from .validate import Checker, derive_cluster_name, label_value, task_identity
 from .wait import Backoff, Outage, beat, combine, first_line, is_transient, log
 
 
@@ -26,17 +26,24 @@ def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_qu
               worker_memory_limit: str = "", worker_gpus: int = 0, image: str = "", env: dict | None = None,
               data_connection: str = "", tolerations: list | None = None, node_selector: dict | None = None,
               labels: dict | None = None, admission_timeout: float = 600, startup_timeout: float = 900,
-              lease_seconds: float = lease.DEFAULT_LEASE_S,
-              renew_every_seconds: float = lease.DEFAULT_RENEW_S) -> cluster.Provisioned:
+              lease_seconds: float = lease.DEFAULT_LEASE_S, renew_every_seconds: float = lease.DEFAULT_RENEW_S,
+              task_name: str = "", task_id: str = "", image_pull_grace: float | None = None) -> cluster.Provisioned:
+    """Provision one task's cluster. Its name, when not given, derives from the run and the
+    task identity (task_name, task_id), so each provision task of a run gets its own.
+    image_pull_grace: how long an image may keep failing to pull (default
+    diagnose.IMAGE_PULL_GRACE; not a component input, tests shorten it)."""
+    derived = not cluster_name
+    name = cluster_name or derive_cluster_name(run_id or "", task_identity(task_name or "", task_id or ""))
     spec = cluster.ClusterSpec(
-        name=cluster_name or sanitize_name(run_id or ""), namespace=_namespace(namespace), run_id=run_id,
+        name=name, namespace=_namespace(namespace), run_id=run_id, task_name=task_name or "", task_id=task_id or "",
         local_queue=local_queue, num_workers=num_workers, head_cpu=head_cpu, head_cpu_limit=head_cpu_limit,
         head_memory=head_memory, head_memory_limit=head_memory_limit, worker_cpu=worker_cpu,
         worker_cpu_limit=worker_cpu_limit, worker_memory=worker_memory, worker_memory_limit=worker_memory_limit,
         worker_gpus=worker_gpus, image=image, env=dict(env or {}), data_connection=data_connection,
         tolerations=list(tolerations or []), node_selector=dict(node_selector or {}), labels=dict(labels or {}))
     return cluster.provision(spec, admission_timeout, startup_timeout, lease_seconds=lease_seconds,
-                             renew_every_seconds=renew_every_seconds)
+                             renew_every_seconds=renew_every_seconds, derived_name=derived,
+                             image_pull_grace=image_pull_grace)
 
 
 def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str = "submit-ray-job", working_dir: str = "",
@@ -189,9 +196,25 @@ def _cancel(follower: jobs.Follower, cluster_name: str, namespace: str, cancelle
         "teardown makes sure it goes")
 
 
-def teardown(run_id: str, namespace: str = "", cluster_name: str = "", timeout: float = 300) -> float:
+TEARDOWN_TIMEOUT = 300.0
+
+
+def teardown(run_id: str, namespace: str = "", cluster_name: str = "", timeout: float = TEARDOWN_TIMEOUT) -> float:
     """Delete the run's clusters (by name, and every one labelled with the run id).
-    Idempotent: nothing left is success. Returns the longest lifetime in seconds."""
+    Idempotent: nothing left is success. Returns the longest lifetime in seconds.
+    A bad `timeout` fails the task, but only after the deletions (with the default wait):
+    an exit handler that refused to delete would leave the quota held."""
+    c = Checker()
+    c.positive_seconds("timeout", timeout, example=TEARDOWN_TIMEOUT)
+    if c.errors:
+        log(f"{c.errors[0]}; deleting the run's clusters anyway, waiting up to {TEARDOWN_TIMEOUT:.0f}s for each")
+        timeout = TEARDOWN_TIMEOUT
+    longest = _teardown(run_id, namespace, cluster_name, timeout)
+    c.done()
+    return longest
+
+
+def _teardown(run_id: str, namespace: str, cluster_name: str, timeout: float) -> float:
     ns = _namespace(namespace)
     names = set(rayclusters.clusters_of_run(ns, run_id)) if run_id else set()
     if cluster_name:
