@@ -5,6 +5,7 @@
     python -m pipelines run NAME --local [--param k=v ...] [--verbose]
     python -m pipelines submit NAME --host URL [--token T] [--param k=v ...] [--experiment E]
     python -m pipelines schedule NAME --host URL --cron "0 0 2 * * *" [--param k=v ...]
+    python -m pipelines gc [--namespace N | --all-namespaces] [--delete]
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import sys
 import time
 
-from . import registry
+from . import gc, registry
 
 
 class UsageError(Exception):
@@ -127,7 +128,9 @@ def cmd_run(args) -> int:
         client = SandboxClient(box.info)
         # kfp-kubernetes settings do not apply locally: give the tasks what the pipeline
         # pod would get, the pipeline-runner identity and the data connection's env.
-        env = {"KUBECONFIG": box.info["kubeconfig_pipeline_runner"], **client.data_connection()}
+        from .common import data_connection_env
+
+        env = {"KUBECONFIG": box.info["kubeconfig_pipeline_runner"], **data_connection_env(client.data_connection())}
         params = with_sandbox_queue(args.name, params, client)
         print(f"==> running {compiled.relative_to(registry.ROOT)} with kfp.local as pipeline-runner", flush=True)
         view = summary.LiveView(sys.stdout, verbose=args.verbose, secrets=list(env.values()))
@@ -233,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         if verb == "schedule":
             s.add_argument("--cron", required=True, help="6 fields, seconds first, e.g. '0 0 2 * * *'")
         s.set_defaults(fn=fn)
+    gc.add_parser(sub)
     return parser
 
 

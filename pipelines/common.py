@@ -19,13 +19,33 @@ RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER
 # The demo jobs' code (pipelines/jobs), embedded in the submit task as `code/`.
 submit_with_jobs = submit_ray_job_with_code(Path(__file__).resolve().parent / "jobs")
 # The data connection secret's keys, as RHOAI writes them, mounted as the same env names.
+# The dashboard's data connection form leaves the region empty when not given: optional
+# (the runtime and the jobs then use us-east-1, which S3-compatible stores accept).
 DATA_CONNECTION_KEYS = {k: k for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT",
-                                       "AWS_S3_BUCKET", "AWS_DEFAULT_REGION")}
+                                       "AWS_S3_BUCKET")}
+OPTIONAL_DATA_CONNECTION_KEYS = {"AWS_DEFAULT_REGION": "AWS_DEFAULT_REGION"}
 
 
 def with_data_connection(task, data_connection):
+    """The data connection's keys as env. kfp-kubernetes 2.17 `optional` is per call (one
+    secretAsEnv entry each); KFP 2.17's driver (backend/src/v2/driver/k8s.go) makes it each
+    key's secretKeyRef.optional, so a missing region leaves AWS_DEFAULT_REGION unset instead
+    of failing the pod with CreateContainerConfigError."""
     kubernetes.use_secret_as_env(task, secret_name=data_connection, secret_key_to_env=DATA_CONNECTION_KEYS)
+    kubernetes.use_secret_as_env(task, secret_name=data_connection, secret_key_to_env=OPTIONAL_DATA_CONNECTION_KEYS,
+                                 optional=True)
     return task
+
+
+def data_connection_env(secret: dict[str, str]) -> dict[str, str]:
+    """The env a task pod gets from the data connection through with_data_connection (kfp.local
+    does not apply kfp-kubernetes settings: `run --local` and the tests give it this). A
+    missing required key fails as the kubelet fails the pod."""
+    missing = [k for k in DATA_CONNECTION_KEYS if k not in secret]
+    if missing:
+        raise KeyError(f"couldn't find key {missing[0]} in the data connection secret (CreateContainerConfigError)")
+    keys = {**DATA_CONNECTION_KEYS, **OPTIONAL_DATA_CONNECTION_KEYS}
+    return {env: secret[key] for key, env in keys.items() if key in secret}
 
 
 def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s3_prefix, local_queue, image,
@@ -38,7 +58,8 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
     with dsl.ExitHandler(teardown, name="train-on-ray"):
         stage = with_data_connection(stage_dataset(dataset=dataset, run_id=RUN_ID, s3_prefix=s3_prefix), data_connection)
         cluster = provision_ray_cluster(
-            run_id=RUN_ID, local_queue=local_queue, image=image, num_workers=num_workers, head_cpu=head_cpu,
+            run_id=RUN_ID, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER, task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
+            local_queue=local_queue, image=image, num_workers=num_workers, head_cpu=head_cpu,
             head_memory=head_memory, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=worker_gpus,
             tolerations=tolerations, data_connection=data_connection, admission_timeout=admission_timeout,
             startup_timeout=startup_timeout)
@@ -47,9 +68,11 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
             task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER, working_dir=working_dir, pip=pip or [],
             env_vars={"KFP_RAY_DATA": stage.outputs["data_uri"], "KFP_RAY_OUTPUT": stage.outputs["output_uri"]}),
             data_connection)
-        follow = follow_ray_job(dashboard_url=cluster.outputs["dashboard_url"], job_id=job.output,
-                                cluster_name=cluster.outputs["cluster_name"], namespace=cluster.outputs["namespace"],
-                                timeout=job_timeout)
+        # Follow prints the job's log: with the data connection in its env, redact.py hides its
+        # keys there too (the Ray pods have them, so a job may print them).
+        follow = with_data_connection(follow_ray_job(
+            dashboard_url=cluster.outputs["dashboard_url"], job_id=job.output, cluster_name=cluster.outputs["cluster_name"],
+            namespace=cluster.outputs["namespace"], timeout=job_timeout), data_connection)
         publish = with_data_connection(publish_training_results(output_uri=stage.outputs["output_uri"], run_id=RUN_ID),
                                        data_connection)
         publish.after(follow)

@@ -11,6 +11,7 @@ PIPELINES = {
     "ray_training": "pipelines.ray_training.pipeline:ray_training",
     "fashion_mnist": "pipelines.fashion_mnist.pipeline:fashion_mnist",
     "xgboost_tune": "pipelines.xgboost_tune.pipeline:xgboost_tune",
+    "kfp_ray_gc": "pipelines.kfp_ray_gc.pipeline:kfp_ray_gc",
 }
 
 

@@ -6,6 +6,7 @@ API faults apply to every request whose path matches (errors and resets count do
 Cluster faults apply to RayClusters whose name matches a glob ("*" for all):
   {"clusters": {"demo-*": {"never_admit": true, "image_pull": true, "taint": true,
                            "slow_start": 20, "head_crash_after": 5, "exceed_quota": true,
+                           "image_pull_failures": 2, "crash_loop": true,
                            "dashboard_outage": {"mode": "hang", "after_s": 10, "for_s": 30},
                            "api_errors": [{"code": 503, "count": 3, "verbs": ["create"]}],
                            "api_resets": {"count": 2}, "api_latency_ms": 500}}}
@@ -19,14 +20,21 @@ seconds (absent: until cleared). `api_errors`/`api_resets`/`api_latency_ms` are 
 below, for the requests on that RayCluster object only (get, create of that name, patch, update,
 delete; `verbs` narrows them), so concurrent tests can each fault their own cluster.
 `image_pull` is true (the Ray container, containers[0]) or a container name ("oauth-proxy":
-that container only). `exceed_quota` makes the apiserver refuse the cluster's pod creates as a
+that container only): every pull of its image fails (the registry has no such manifest).
+`image_pull_failures: N`: the Ray container's first N pulls fail as a registry outage does,
+then it pulls. `crash_loop`: the head's Ray container exits at start (`ray start` refuses a
+bad rayStartParams value, exit code 2), every time (true) or its first N starts; the kubelet restarts it with
+its back-off (CrashLoopBackOff). `exceed_quota` makes the apiserver refuse the cluster's pod creates as a
 namespace ResourceQuota would (403 "exceeded quota: ..."; a string names the quota).
 Platform timings (seconds; PLATFORM_DEFAULTS when unset) are what RHOAI's controllers take:
   {"platform": {"pods_ready_timeout_s": 300, "requeue_backoff_base_s": 60,
-                "finalizer_delay_s": 2.0, "termination_grace_s": 30}}
+                "finalizer_delay_s": 2.0, "termination_grace_s": 30, "kubelet_backoff_s": 10}}
   pods_ready_timeout_s / requeue_backoff_base_s: Kueue's waitForPodsReady timeout and requeuing
   backoff base; finalizer_delay_s: how long the CodeFlare operator (RayCluster) and Kueue
-  (Workload) take to drop their finalizers; termination_grace_s: a pod's default grace period.
+  (Workload) take to drop their finalizers; termination_grace_s: a pod's default grace period;
+  kubelet_backoff_s: the kubelet's back-off base for container restarts and image pulls
+  (kubernetes v1.31 pkg/kubelet backOffPeriod 10 s, doubling up to MaxContainerBackOff 300 s,
+  i.e. 30 x the base), also its pod worker's resync after a failed sync (jittered x1-1.5).
 """
 
 from __future__ import annotations
@@ -37,14 +45,14 @@ import re
 import threading
 
 CLUSTER_FAULTS = ("never_admit", "image_pull", "taint", "slow_start", "head_crash_after", "exceed_quota",
-                  "dashboard_outage", "api_errors", "api_resets", "api_latency_ms")
+                  "image_pull_failures", "crash_loop", "dashboard_outage", "api_errors", "api_resets", "api_latency_ms")
 OUTAGE_MODES = ("refuse", "hang")
 ERROR_CODES = (429, 500, 503)
 OBJECT_VERBS = ("get", "create", "patch", "update", "delete")
 # RHOAI's values: Kueue v0.11 defaults (apis/config/v1beta1/defaults.go: PodsReady timeout 5 min,
 # backoff base 60 s) under opendatahub's `waitForPodsReady: {enable: true}`; kube's 30 s grace.
 PLATFORM_DEFAULTS = {"pods_ready_timeout_s": 300.0, "requeue_backoff_base_s": 60.0,
-                     "finalizer_delay_s": 2.0, "termination_grace_s": 30.0}
+                     "finalizer_delay_s": 2.0, "termination_grace_s": 30.0, "kubelet_backoff_s": 10.0}
 SECTIONS = ("api", "clusters", "platform")
 
 
@@ -62,6 +70,10 @@ class Faults:
             if not isinstance(faults.get("image_pull", False), (bool, str)):
                 raise ValueError(f"clusters.{pattern}.image_pull must be true/false or a container name")
             _check_cluster_faults(pattern, faults)
+            for key in ("image_pull_failures", "crash_loop"):
+                value = faults.get(key, 0)
+                if not isinstance(value, (bool, int)) or (not isinstance(value, bool) and value < 0):
+                    raise ValueError(f"clusters.{pattern}.{key} must be true/false or a count >= 0")
         platform = config.get("platform") or {}
         unknown += [f"platform.{k}" for k in platform if k not in PLATFORM_DEFAULTS]
         if unknown:

@@ -84,8 +84,10 @@ class RayNode:
 
     def __init__(self, name: str, ip: str, *, head: bool, num_cpus: float, num_gpus: float,
                  memory: int, root: Path, ports: dict[str, int] | None = None,
-                 gcs_address: str | None = None, env: dict | None = None, head_temp_dir: Path | None = None):
+                 gcs_address: str | None = None, env: dict | None = None, head_temp_dir: Path | None = None,
+                 extra_args: list[str] | None = None):
         self.name, self.ip, self.head = name, ip, head
+        self.extra_args = list(extra_args or [])  # last on the command line: they win over ours
         self.num_cpus, self.num_gpus, self.memory = num_cpus, num_gpus, memory
         self.gcs_address = gcs_address
         self.env = dict(env or {})  # the container's env, which Ray's processes (and jobs) inherit
@@ -132,6 +134,7 @@ class RayNode:
         else:
             cmd.append(f"--address={self.gcs_address}")
         cmd += [f"--{k}={v}" for k, v in sorted(self.ports.items())]
+        cmd += self.extra_args
         if self.head_temp_dir is not None and private_mounts_available():
             cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
                    'mkdir -p "$1" && mount --bind "$2" "$1" && shift 2 && exec "$@"', "sh",
@@ -169,6 +172,13 @@ class RayNode:
                 return resp.status == 200 and b"success" in resp.read()
         except OSError:
             return False
+
+    def log_size(self) -> int:
+        """Bytes in the pod's log file so far (where the next instance's log begins)."""
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
 
     def log_tail(self, lines: int = 200) -> str:
         try:

@@ -6,6 +6,8 @@ from components._build import CODEFLARE, ray_component
 @ray_component(packages=CODEFLARE)
 def provision_ray_cluster(
     run_id: str,
+    task_name: str = "",
+    task_id: str = "",
     cluster_name: str = "",
     namespace: str = "",
     local_queue: str = "",
@@ -27,6 +29,8 @@ def provision_ray_cluster(
     labels: dict = {},
     admission_timeout: int = 600,
     startup_timeout: int = 900,
+    lease_seconds: int = 600,
+    renew_every_seconds: int = 60,
 ) -> NamedTuple("ProvisionOutputs", [("cluster_name", str), ("namespace", str), ("dashboard_url", str),
                                      ("queued_seconds", float), ("starting_seconds", float)]):
     """Provision a Kueue-queued RayCluster and wait until it is ready.
@@ -38,11 +42,24 @@ def provision_ray_cluster(
     task. Pods that cannot start (image pull failure, untolerated taint, missing secret,
     KubeRay's ReplicaFailure) fail the task at once. On any failure, timeout or
     cancellation the cluster is deleted. A retried task adopts the cluster it created, never
-    one being deleted. Turn caching off for this task.
+    one being deleted nor one of another task. Inputs that can never work (names, quantities,
+    limits below requests, the image reference, tolerations, more than the ClusterQueue's
+    quota where readable) fail the task before anything is created. Turn caching off for
+    this task.
+
+    The cluster carries a lease (annotation kfp-ray.io/lease-expires) that this task renews
+    while it waits and the follow task while the job runs; once it has expired, the
+    kfp_ray_gc pipeline (a recurring run) deletes the cluster, e.g. after the run was
+    deleted or a task killed, when no exit handler or cleanup code runs.
 
     Args:
         run_id: The pipeline run's id (dsl.PIPELINE_JOB_ID_PLACEHOLDER); labels the cluster.
-        cluster_name: RayCluster name; empty derives one from the run id.
+        task_name: This task's name (dsl.PIPELINE_TASK_NAME_PLACEHOLDER); with task_id, tells
+            this task's cluster from another provision task's of the same run.
+        task_id: This task's id (dsl.PIPELINE_TASK_ID_PLACEHOLDER): distinct per ParallelFor
+            iteration, the same when the task is retried. Both are required when
+            cluster_name is empty.
+        cluster_name: RayCluster name; empty derives one from the run id and the task.
         namespace: Namespace; empty uses the pipeline's own (no other: the dashboard is
             reachable only from the cluster's own namespace).
         local_queue: Kueue LocalQueue; empty uses the namespace's default-queue LocalQueue,
@@ -66,6 +83,10 @@ def provision_ray_cluster(
         admission_timeout: Seconds to wait for Kueue admission (summed over evictions).
         startup_timeout: Seconds to wait, once admitted, for every pod to be ready (summed
             over evictions).
+        lease_seconds: Length of the cluster's lease, renewed while this task waits and
+            once more when the cluster is ready, to cover the hand-over to the next task.
+        renew_every_seconds: How often the lease is renewed (lease_seconds must be at
+            least twice as long).
 
     Returns:
         cluster_name: The RayCluster's name.
@@ -78,12 +99,13 @@ def provision_ray_cluster(
 
     from kfp_ray.tasks import provision
 
-    p = provision(run_id=run_id, cluster_name=cluster_name, namespace=namespace, local_queue=local_queue,
+    p = provision(run_id=run_id, task_name=task_name, task_id=task_id, cluster_name=cluster_name, namespace=namespace, local_queue=local_queue,
                   num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,
                   worker_memory=worker_memory, head_cpu_limit=head_cpu_limit, head_memory_limit=head_memory_limit,
                   worker_cpu_limit=worker_cpu_limit, worker_memory_limit=worker_memory_limit, worker_gpus=worker_gpus,
                   image=image, env=env, data_connection=data_connection, tolerations=tolerations,
                   node_selector=node_selector, labels=labels, admission_timeout=admission_timeout,
-                  startup_timeout=startup_timeout)
+                  startup_timeout=startup_timeout, lease_seconds=lease_seconds,
+                  renew_every_seconds=renew_every_seconds)
     out = namedtuple("ProvisionOutputs", ["cluster_name", "namespace", "dashboard_url", "queued_seconds", "starting_seconds"])
     return out(p.name, p.namespace, p.dashboard_url, p.queued_seconds, p.starting_seconds)

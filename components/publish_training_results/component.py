@@ -26,7 +26,7 @@ def publish_training_results(
     """
     from kfp_ray import results as res
 
-    results_uri = output_uri.rstrip("/") + "/results.json"
+    results_uri = res.results_uri(output_uri)
     data = res.load(results_uri)
     with open(model.path, "wb") as fh:
         fh.write(res.fetch(data["model_uri"]))

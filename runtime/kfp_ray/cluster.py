@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import contextlib
 import io
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import kube
-from .errors import Cancelled, ClusterError, ForeignCluster, InputError
+from . import kube, lease
+from .errors import AccessDenied, Cancelled, ClusterError, ForeignCluster, InputError
+from .queues import nominal_quota
 from .queues import resolve_queue as _resolve_queue
-from .rayclusters import GROUP, PLURAL, RUN_LABEL, VERSION, being_deleted, delete, get, run_of, wait_gone
+from .rayclusters import GONE_TIMEOUT, GROUP, PLURAL, RUN_LABEL, VERSION, being_deleted, get, request_delete, run_of, wait_gone
+from .rayclusters import delete as delete  # re-exported: cluster.delete
 from .readiness import wait_ready
-from .validate import Checker, label_value
-from .wait import log
+from .signals import cleanup_deadline
+from .validate import Checker, identity_label, label_value, quantity, task_identity
+from .wait import Backoff, combine, first_line, log
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-TASK_LABEL = "kfp-ray.io/task"
-MANAGED_BY = ("app.kubernetes.io/managed-by", "kfp-ray")
+TASK_LABEL = "kfp-ray.io/task"  # which task of the run: identity_label(task_identity(name, id))
+MANAGED_BY = lease.MANAGED_BY
 # Attempts at create-or-adopt: a create can meet a cluster of that name being deleted.
 CREATE_ATTEMPTS = 3
 
@@ -27,7 +32,8 @@ class ClusterSpec:
     name: str
     namespace: str
     run_id: str
-    task: str = "provision-ray-cluster"
+    task_name: str = ""  # dsl.PIPELINE_TASK_NAME_PLACEHOLDER
+    task_id: str = ""    # dsl.PIPELINE_TASK_ID_PLACEHOLDER
     local_queue: str = ""
     num_workers: int = 1
     head_cpu: str = "1"
@@ -46,40 +52,47 @@ class ClusterSpec:
     node_selector: dict = field(default_factory=dict)
     labels: dict = field(default_factory=dict)
 
-    def check(self) -> None:
-        """Everything that can be checked without the API."""
+    @property
+    def identity(self) -> str:
+        return task_identity(self.task_name, self.task_id)
+
+    def check(self, derived_name: bool = False) -> None:
+        """Everything that can be checked without the API. `derived_name`: the name comes
+        from the run and task identity, so both must be given."""
         c = Checker()
         c.name("cluster_name", self.name)
-        c.name("namespace", self.namespace, max_len=63)
+        c.dns_label("namespace", self.namespace)
         c.not_empty("run_id", self.run_id, "pass dsl.PIPELINE_JOB_ID_PLACEHOLDER as run_id")
+        if derived_name:
+            why = ("without it two provision tasks of one run (parallel branches, a ParallelFor) would share one "
+                   "cluster")
+            c.not_empty("task_id", self.task_id, f"pass dsl.PIPELINE_TASK_ID_PLACEHOLDER as task_id ({why}), or give "
+                                                 "cluster_name")
+            c.not_empty("task_name", self.task_name, f"pass dsl.PIPELINE_TASK_NAME_PLACEHOLDER as task_name ({why}), "
+                                                     "or give cluster_name")
         c.at_least("num_workers", self.num_workers, 0, "give 0 (head only) or more workers")
         c.at_least("worker_gpus", self.worker_gpus, 0, "give 0 for CPU workers, or the GPUs per worker")
         for fld in ("head_cpu", "worker_cpu"):
             c.cpu(fld, getattr(self, fld))
         for fld in ("head_memory", "worker_memory"):
             c.memory(fld, getattr(self, fld))
-        for fld in ("head_cpu_limit", "worker_cpu_limit"):
-            if getattr(self, fld):
-                c.cpu(fld, getattr(self, fld))
-        for fld in ("head_memory_limit", "worker_memory_limit"):
-            if getattr(self, fld):
-                c.memory(fld, getattr(self, fld))
+        for role in ("head", "worker"):
+            for kind, check in (("cpu", c.cpu), ("memory", c.memory)):
+                request, fld = getattr(self, f"{role}_{kind}"), f"{role}_{kind}_limit"
+                if getattr(self, fld):
+                    check(fld, getattr(self, fld))
+                    c.limit_not_below(fld, getattr(self, fld), f"{role}_{kind}", request)
         if self.local_queue:
-            c.name("local_queue", self.local_queue, max_len=63)
+            # Kueue v0.11 (jobframework ValidateQueueName): a DNS-1123 subdomain, in a label (63 at most)
+            c.dns_subdomain("local_queue", self.local_queue, max_len=63)
         if self.data_connection:
-            c.name("data_connection", self.data_connection, max_len=253)
+            c.dns_subdomain("data_connection", self.data_connection)
+        if self.image:
+            c.image("image", self.image)
         c.env("env", self.env)
         c.labels("labels", self.labels)
         c.labels("node_selector", self.node_selector)
-        if not isinstance(self.tolerations, list) or not all(isinstance(t, dict) for t in self.tolerations):
-            c.fail("tolerations", "must be a list of toleration objects",
-                   'give e.g. [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]')
-        else:
-            for i, t in enumerate(self.tolerations):
-                unknown = set(t) - {"key", "operator", "value", "effect", "tolerationSeconds"}
-                if unknown or t.get("operator", "Equal") not in ("Equal", "Exists"):
-                    c.fail(f"tolerations[{i}]", f"{t!r} is not a toleration",
-                           "use keys key/operator(Equal|Exists)/value/effect")
+        c.tolerations("tolerations", self.tolerations)
         c.done()
 
 
@@ -115,6 +128,57 @@ def check_namespace(spec: ClusterSpec) -> None:
                          f"{spec.namespace!r} project")
 
 
+def requested(spec: ClusterSpec) -> dict:
+    """What Kueue counts for the cluster at least (v0.11 RayCluster integration: one pod set
+    for the head, one per worker group; the CodeFlare webhook's sidecar only adds to it)."""
+    total = {"cpu": quantity(spec.head_cpu) + spec.num_workers * quantity(spec.worker_cpu),
+             "memory": quantity(spec.head_memory) + spec.num_workers * quantity(spec.worker_memory),
+             "pods": 1 + spec.num_workers}
+    if spec.worker_gpus:
+        total["nvidia.com/gpu"] = spec.num_workers * spec.worker_gpus
+    return total
+
+
+def _amount(resource: str, value) -> str:
+    if resource == "memory":
+        gib = value / 2**30
+        return f"{float(gib):.4g}Gi"
+    return f"{float(value):g}"
+
+
+def check_quota(spec: ClusterSpec, queue: str) -> None:
+    """Refuse a cluster that can never be admitted: more than its ClusterQueue's whole nominal
+    quota (or a resource it does not offer). Only where the LocalQueue and ClusterQueue are
+    readable (RHOAI's pipeline-runner may read no Kueue object: then admission_timeout ends
+    the wait) and the ClusterQueue is in no cohort (it could borrow)."""
+    quota = nominal_quota(spec.namespace, queue)
+    if quota is None:
+        log(f"the request is not checked against the quota of LocalQueue {queue!r}: this service account cannot read it "
+            "and its ClusterQueue (RHOAI's pipeline-runner may read no Kueue object)")
+        return
+    if quota.cohort:
+        return
+    sizes = (f"head {spec.head_cpu} CPU / {spec.head_memory}, {spec.num_workers} worker(s) x {spec.worker_cpu} CPU / "
+             f"{spec.worker_memory}" + (f" / {spec.worker_gpus} GPU" if spec.worker_gpus else ""))
+    c = Checker()
+    for resource, amount in requested(spec).items():
+        if resource not in quota.nominal:
+            if resource != "pods":  # Kueue counts pods only where the ClusterQueue covers them
+                c.fail("worker_gpus" if resource == "nvidia.com/gpu" else resource,
+                       f"the cluster requests {_amount(resource, amount)} {resource} ({sizes}) but ClusterQueue "
+                       f"{quota.cluster_queue!r} (behind LocalQueue {queue!r}) offers no {resource}: Kueue would never "
+                       "admit it", f"request no {resource}, or use a LocalQueue whose ClusterQueue offers it")
+            continue
+        if amount > quota.nominal[resource]:
+            field = {"cpu": "head_cpu/worker_cpu/num_workers", "memory": "head_memory/worker_memory/num_workers",
+                     "pods": "num_workers", "nvidia.com/gpu": "worker_gpus/num_workers"}.get(resource, resource)
+            c.fail(field, f"the cluster requests {_amount(resource, amount)} {resource} in total ({sizes}) but "
+                          f"ClusterQueue {quota.cluster_queue!r} (behind LocalQueue {queue!r}) has a nominal quota of "
+                          f"{_amount(resource, quota.nominal[resource])} {resource}: Kueue would never admit it",
+                   "request less (fewer or smaller workers), or use a LocalQueue with more quota")
+    c.done()
+
+
 def check_data_connection(spec: ClusterSpec) -> None:
     if not spec.data_connection:
         return
@@ -134,16 +198,18 @@ def default_image() -> str:
     return getattr(constants, "CUDA_PY311_RUNTIME_IMAGE", "") or "quay.io/modh/ray:2.52.1-py311-cu121"
 
 
-def build_manifest(spec: ClusterSpec, queue: str) -> dict:
+def build_manifest(spec: ClusterSpec, queue: str, lease_seconds: float = lease.DEFAULT_LEASE_S) -> dict:
     """The RayCluster the CodeFlare SDK builds, plus what the SDK cannot express: the queue
     label it drops when it cannot read LocalQueues, run/task labels, the data connection as
-    envFrom, and a node selector for GPU workers."""
+    envFrom, a node selector for GPU workers, and its lease (lease.py) of lease_seconds."""
     kube.use_with_codeflare_sdk()
     from codeflare_sdk import Cluster, ClusterConfiguration
     from kubernetes.client import V1Toleration
 
+    # tolerationSeconds is an int64: a KFP list input may carry it as 300.0 (protobuf numbers are doubles)
     tolerations = [V1Toleration(key=t.get("key"), operator=t.get("operator", "Equal"), value=t.get("value"),
-                                effect=t.get("effect"), toleration_seconds=t.get("tolerationSeconds"))
+                                effect=t.get("effect"), toleration_seconds=None if t.get("tolerationSeconds") is None
+                                else int(t["tolerationSeconds"]))
                    for t in spec.tolerations] or None
     config = ClusterConfiguration(
         name=spec.name, namespace=spec.namespace, num_workers=spec.num_workers,
@@ -159,8 +225,10 @@ def build_manifest(spec: ClusterSpec, queue: str) -> dict:
         body = Cluster(config).resource_yaml
     meta = body["metadata"]
     meta.setdefault("labels", {}).update({
-        QUEUE_LABEL: queue, RUN_LABEL: label_value(spec.run_id), TASK_LABEL: label_value(spec.task), MANAGED_BY[0]: MANAGED_BY[1]})
-    meta.setdefault("annotations", {})["kfp-ray.io/run-id"] = spec.run_id
+        QUEUE_LABEL: queue, RUN_LABEL: label_value(spec.run_id), TASK_LABEL: identity_label(spec.identity),
+        MANAGED_BY[0]: MANAGED_BY[1]})
+    meta.setdefault("annotations", {}).update({lease.RUN_ID_ANNOTATION: spec.run_id, TASK_LABEL: spec.identity})
+    lease.stamp(body, lease_seconds)
     templates = [body["spec"]["headGroupSpec"]["template"]] + [g["template"] for g in body["spec"].get("workerGroupSpecs", [])]
     if spec.data_connection:
         for tpl in templates:
@@ -173,15 +241,40 @@ def build_manifest(spec: ClusterSpec, queue: str) -> dict:
 
 
 # --- create or adopt -------------------------------------------------------------------
-def _owned_by(rc: dict, run_id: str) -> bool:
-    return run_of(rc) == label_value(run_id)
+def task_of(rc: dict) -> str | None:
+    return (rc["metadata"].get("labels") or {}).get(TASK_LABEL)
 
 
-def create_or_adopt(body: dict, run_id: str) -> tuple[dict, bool]:
-    """Create the RayCluster; if this run already created it (a retried task), adopt it.
-    A cluster of that name being deleted is never adopted: wait until it is gone, then
-    create anew."""
+def owner_labels(spec: ClusterSpec) -> dict:
+    """The labels that say which run and which task of it a cluster belongs to."""
+    return {RUN_LABEL: label_value(spec.run_id), TASK_LABEL: identity_label(spec.identity)}
+
+
+def _owned_by(rc: dict, mine: dict) -> bool:
+    """This task of this run created it: run and task labels both match (a sibling task of
+    the same run, e.g. another ParallelFor iteration, does not own it)."""
+    return run_of(rc) == mine[RUN_LABEL] and task_of(rc) == mine[TASK_LABEL]
+
+
+@dataclass
+class Creation:
+    """What cleanup must know: whether a create was sent (from the moment it is: a SIGTERM
+    during the call may leave it to land after), and the object once known."""
+    sent: bool = False
+    rc: dict | None = None
+
+    @property
+    def uid(self) -> str | None:
+        return self.rc["metadata"]["uid"] if self.rc else None
+
+
+def create_or_adopt(body: dict, creation: Creation | None = None) -> tuple[dict, bool]:
+    """Create the RayCluster; if this very task of this run already created it (a retried
+    task), adopt it. A cluster of that name being deleted is never adopted: wait until it is
+    gone, then create anew. `creation` records the create as sent before the call, and the
+    object."""
     name, ns = body["metadata"]["name"], body["metadata"]["namespace"]
+    creation = creation if creation is not None else Creation()
     for _ in range(CREATE_ATTEMPTS):
         existing = get(name, ns)
         if existing is not None and being_deleted(existing):
@@ -189,18 +282,31 @@ def create_or_adopt(body: dict, run_id: str) -> tuple[dict, bool]:
                                     "created once it is)")
             continue
         if existing is None:
+            creation.sent = True
+            log(f"creating RayCluster {name} in {ns}")
             try:
-                return kube.call(kube.custom().create_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, body,
-                                 what=f"create RayCluster {name}"), False
+                creation.rc = kube.call(kube.custom().create_namespaced_custom_object, GROUP, VERSION, ns, PLURAL,
+                                        body, what=f"create RayCluster {name}")
+                return creation.rc, False
+            except AccessDenied:
+                raise
             except Exception as exc:  # noqa: BLE001
                 if getattr(exc, "status", None) != 409:  # 409: exists (a retried create, or still being deleted)
                     raise ClusterError(f"creating RayCluster {name!r} failed: {_api_message(exc)}") from None
                 continue
-        if not _owned_by(existing, run_id):
-            owner = run_of(existing) or "something other than kfp-ray"
-            raise ForeignCluster(f"RayCluster {name!r} already exists in {ns!r} and belongs to {owner!r}, not to this "
-                                 "run. Fix: choose another cluster_name, or leave it empty to derive one from the run id")
+        mine = {k: body["metadata"]["labels"][k] for k in (RUN_LABEL, TASK_LABEL)}
+        if not _owned_by(existing, mine):
+            owner, task = run_of(existing), task_of(existing)
+            if owner is None:
+                whose = "something other than kfp-ray"
+            elif owner == mine[RUN_LABEL]:
+                whose = f"another task of this run ({TASK_LABEL}={task!r}), not to this one"
+            else:
+                whose = f"{owner!r}, not to this run"
+            raise ForeignCluster(f"RayCluster {name!r} already exists in {ns!r} and belongs to {whose}. Fix: choose "
+                                 "another cluster_name, or leave it empty to derive one from the run and task")
         log(f"RayCluster {name} already exists for this run (a retried task): adopting it")
+        creation.rc = existing
         return existing, True
     raise ClusterError(f"could not create RayCluster {name!r} in {ns!r}: it kept being deleted and recreated by "
                        "someone else. Fix: choose another cluster_name")
@@ -231,36 +337,112 @@ def dashboard_url(name: str, namespace: str) -> str:
 
 
 # --- the whole provisioning -------------------------------------------------------------
-def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: float) -> Provisioned:
+def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: float,
+              heartbeat: Callable[[], None] | None = None, lease_seconds: float = lease.DEFAULT_LEASE_S,
+              renew_every_seconds: float = lease.DEFAULT_RENEW_S, derived_name: bool = False,
+              image_pull_grace: float | None = None) -> Provisioned:
     """Check inputs, create (or adopt) the cluster, wait for admission and pods. On any
-    failure or cancellation after creation, delete the cluster before raising."""
+    failure or cancellation from the moment the create is sent, delete the cluster (if it
+    is this task's) before raising; when cancelled, within the grace period.
+    `derived_name`: spec.name was derived from the run and task identity.
+
+    The cluster's lease is stamped to cover admission, startup and one lease more, renewed
+    every renew_every_seconds while waiting (besides `heartbeat`), and renewed once more when
+    ready, so that a whole lease covers the hand-over to the tasks that use it next."""
     from .signals import sigterm_raises
 
-    spec.check()
+    spec.check(derived_name=derived_name)
     c = Checker()
     c.positive_seconds("admission_timeout", admission_timeout)
     c.positive_seconds("startup_timeout", startup_timeout)
+    lease.check(c, lease_seconds, renew_every_seconds)
     c.done()
     check_namespace(spec)
     check_data_connection(spec)
     queue = resolve_queue(spec)
-    body = build_manifest(spec, queue)
-    created = False
+    check_quota(spec, queue)
+    body = build_manifest(spec, queue, lease_seconds=admission_timeout + startup_timeout + lease_seconds)
+    creation = Creation()
     with sigterm_raises():
         try:
-            rc, adopted = create_or_adopt(body, spec.run_id)
-            created = True
-            log(f"RayCluster {spec.name} {'adopted' if adopted else 'created'} in {spec.namespace}, LocalQueue {queue}")
-            waited = wait_ready(spec.name, spec.namespace, queue, admission_timeout, startup_timeout,
-                                queue_note="" if spec.local_queue else ", chosen because local_queue was empty")
-            url = dashboard_url(spec.name, spec.namespace)
-            log(f"RayCluster {spec.name} is ready; dashboard {url}")
-            return Provisioned(spec.name, spec.namespace, url, waited.queued_seconds, waited.starting_seconds, adopted)
-        except BaseException as exc:
-            if created:
-                log(f"provisioning failed ({type(exc).__name__}); deleting RayCluster {spec.name} so it holds no quota")
-                # A cancelled task has about 30 s before SIGKILL: ask for the deletion, wait briefly.
-                cancelled = isinstance(exc, Cancelled) or not isinstance(exc, Exception)
-                with contextlib.suppress(Exception):
-                    delete(spec.name, spec.namespace, timeout=15.0 if cancelled else 120.0)
+            try:
+                rc, adopted = create_or_adopt(body, creation)
+                log(f"RayCluster {spec.name} {'adopted' if adopted else 'created'} in {spec.namespace}, LocalQueue {queue}")
+                # An adopted cluster's lease may be old: renew at once; a new one's was just stamped.
+                renewer = lease.Renewer(spec.name, spec.namespace, lease_seconds, renew_every_seconds,
+                                        first_in=0.0 if adopted else renew_every_seconds)
+                waited = wait_ready(spec.name, spec.namespace, queue, admission_timeout, startup_timeout,
+                                    queue_note="" if spec.local_queue else ", chosen because local_queue was empty",
+                                    heartbeat=combine(renewer, heartbeat),
+                                    **({} if image_pull_grace is None else {"image_pull_grace": image_pull_grace}))
+                renewer.renew()
+                url = dashboard_url(spec.name, spec.namespace)
+                log(f"RayCluster {spec.name} is ready; dashboard {url}")
+                return Provisioned(spec.name, spec.namespace, url, waited.queued_seconds, waited.starting_seconds, adopted)
+            except Exception as exc:
+                if creation.sent or creation.rc:
+                    log(f"provisioning failed ({type(exc).__name__}); deleting RayCluster {spec.name} so it holds no quota")
+                    with contextlib.suppress(Exception):
+                        _delete_if_ours(spec, creation, time.monotonic() + GONE_TIMEOUT)
+                raise
+        except Cancelled as exc:  # also while cleaning up after a failure
+            if creation.sent or creation.rc:
+                cleanup_cancelled(spec, creation, cleanup_deadline(exc))
             raise
+
+
+def _ours(rc: dict, spec: ClusterSpec, creation: Creation) -> bool:
+    return rc["metadata"]["uid"] == creation.uid if creation.uid else _owned_by(rc, owner_labels(spec))
+
+
+def _delete_if_ours(spec: ClusterSpec, creation: Creation, deadline: float) -> None:
+    """After a failure: delete the cluster this task created or adopted (looked up by name
+    when the create's answer never came), and wait until it is gone."""
+    rc = creation.rc or get(spec.name, spec.namespace)
+    if rc is None or not _ours(rc, spec, creation):
+        return
+    if not being_deleted(rc):
+        request_delete(spec.name, spec.namespace, rc["metadata"]["uid"])
+    wait_gone(rc, max(1.0, deadline - time.monotonic()))
+    log(f"deleted RayCluster {spec.name}")
+
+
+def cleanup_cancelled(spec: ClusterSpec, creation: Creation, deadline: float) -> bool:
+    """On SIGTERM: request the deletion at once (the object is known) or as soon as it
+    exists (a create still in flight may land after the signal), then wait until it is
+    gone, never past `deadline`. True when it is known gone."""
+    name, ns = spec.name, spec.namespace
+    log(f"cancelled: deleting RayCluster {name} now; waiting at most {max(0.0, deadline - time.monotonic()):.0f}s "
+        "for it to be gone")
+    requested = False
+    if creation.uid:
+        try:
+            requested = request_delete(name, ns, creation.uid, deadline=deadline)
+        except Exception as exc:  # noqa: BLE001 - looked up again below
+            log(f"deleting RayCluster {name} failed ({type(exc).__name__}: {first_line(exc)}); trying again")
+    backoff = Backoff(0.1, 1.5, 1.0)
+    while True:
+        try:
+            rc = get(name, ns, deadline=deadline)
+            if rc is None and (creation.uid or requested):
+                log(f"RayCluster {name} is gone")
+                return True
+            if rc is not None and not _ours(rc, spec, creation):
+                log(f"RayCluster {name} is not this task's (another task's or run's, or someone else's): leaving it")
+                return True
+            if rc is not None and not being_deleted(rc):
+                requested = request_delete(name, ns, rc["metadata"]["uid"], deadline=deadline) or requested
+                creation.rc = creation.rc or rc
+        except Exception as exc:  # noqa: BLE001 - keep trying until the deadline
+            log(f"while deleting RayCluster {name}: {type(exc).__name__}: {first_line(exc)}")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        time.sleep(min(backoff.next(), left))
+    if requested or creation.uid:
+        log(f"RayCluster {name} is still being deleted as the grace period ends; its deletion is requested, and "
+            "the exit handler's teardown makes sure")
+    else:
+        log(f"no RayCluster {name} appeared after the create request was cut short; should it land after all, the "
+            "exit handler's teardown (and the lease sweeper) remove it")
+    return False

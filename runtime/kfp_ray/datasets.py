@@ -74,6 +74,13 @@ def run_prefix(run_id: str, s3_prefix: str = "") -> str:
     (default runs/<run id>)."""
     import os
 
+    from .validate import Checker
+
+    c = Checker()
+    c.s3_prefix("s3_prefix", s3_prefix)
+    if not s3_prefix:
+        c.not_empty("run_id", run_id, "pass dsl.PIPELINE_JOB_ID_PLACEHOLDER as run_id, or give s3_prefix")
+    c.done()
     bucket = os.environ.get("AWS_S3_BUCKET")
     if not bucket:
         raise InputError("data_connection", "the task has no AWS_S3_BUCKET", "use a data connection that names a bucket")

@@ -3,16 +3,39 @@ toleration, quota) or the platform's (the containers RHOAI's CodeFlare operator 
 
 Reads KubeRay v1.4's status (the ReplicaFailure condition: reasons FailedCreateHeadPod /
 FailedCreateWorkerPod, message `errors.Join(reason, the apiserver's error)`) and the pods'
-container statuses."""
+container statuses as kubelet v1.31 writes them:
+- an image pull that failed waits in ErrImagePull (message: the runtime's error), then
+  alternates with ImagePullBackOff ('Back-off pulling image "..."') while the kubelet retries
+  with back-off 10 s, 20 s, 40 s ... 300 s;
+- a container that exits is restarted, from its second exit on after a back-off (10 s doubling
+  to 300 s), waiting meanwhile in CrashLoopBackOff with restartCount and lastState.terminated
+  (exitCode, reason such as Error or OOMKilled, message only if it wrote a termination message).
+Both can be passing (a registry outage, a crash under node pressure), so PodTrouble fails them
+only once they persist."""
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 # Waiting reasons after which a container will not start without a change.
-FATAL_WAITING = {"ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError",
-                 "CreateContainerError"}
+FATAL_WAITING = {"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CreateContainerError",
+                 "SignatureValidationFailed"}
+# Waiting reasons of an image that could not be pulled (yet): RegistryUnavailable is what
+# kubelet v1.31 reports when the runtime says so (images.evalCRIPullErr).
+PULL_WAITING = {"ErrImagePull", "ImagePullBackOff", "RegistryUnavailable"}
+# A pull error no retry fixes: the registry has no such image, or refuses this pull secret.
+PULL_FINAL = re.compile(r"manifest unknown|not found|name unknown|unauthorized|denied|invalid reference format|"
+                        r"does not exist", re.IGNORECASE)
+# How long an image may keep failing to pull (transient registry errors) before it is fatal:
+# with the kubelet's back-off that is 3 failed pulls (at about 0, 10-15 and 30-45 s).
+IMAGE_PULL_GRACE = 60.0
+# Restarts after which a container in CrashLoopBackOff is fatal: it then has exited 4 times
+# (back-offs 10 + 20 + 40 s) before its pod was ever ready. One or two crashes can be the
+# node's (OOM killer under pressure, a slow volume); four in a row are the container's: the
+# image, its command or too little memory, and the next back-offs (80 s, 160 s) only hold quota.
+CRASH_RESTARTS = 3
 # Containers the CodeFlare operator's webhook adds (codeflare-operator v1.16.0
 # pkg/controllers/raycluster_webhook.go: oauthProxyContainerName, initContainerName).
 PLATFORM_CONTAINERS = {
@@ -74,20 +97,96 @@ def pod_problem(pod) -> str | None:
         if not waiting or waiting.reason not in FATAL_WAITING:
             continue
         what = f"pod {pod.metadata.name}, container {cs.name}: {waiting.reason}: {waiting.message or ''}".rstrip(": ")
-        if cs.name in PLATFORM_CONTAINERS:
-            image = "" if cs.image and cs.image in what else f" (image {cs.image or 'unknown'})"
-            return (f"{what}. This is the platform's problem, not your image's or your inputs': {cs.name} is "
-                    f"{PLATFORM_CONTAINERS[cs.name]}{image}. Fix: ask your OpenShift AI "
-                    "administrator to check the CodeFlare operator's images (pull secret, mirror registry, "
-                    "disconnected-install image set)")
-        fix = ("check the image name and that the cluster can pull it (image pull secret)" if "Image" in waiting.reason
+        fix = ("check the image name and that the cluster can pull it (image pull secret)"
+               if "Image" in waiting.reason or "Signature" in waiting.reason
                else "check the secrets and config maps the pod refers to (data_connection)")
-        return f"{what}. Fix: {fix}"
+        return _whose(cs, what, fix)
     for cond in pod.status.conditions or []:
         if cond.type == "PodScheduled" and cond.status == "False" and "untolerated taint" in (cond.message or ""):
             return (f"pod {pod.metadata.name} cannot be scheduled: {cond.message}. Fix: add a matching toleration "
                     "(`tolerations`, e.g. nvidia.com/gpu for GPU nodes) or a node_selector for nodes it may use")
     return None
+
+
+def _whose(cs, what: str, fix: str) -> str:
+    """The end of a problem message: whose it is, and the fix."""
+    if cs.name in PLATFORM_CONTAINERS:
+        return (f"{what}. This is the platform's problem, not your image's or your inputs': {cs.name} is "
+                f"{PLATFORM_CONTAINERS[cs.name]} (image {cs.image or 'unknown'}). Fix: ask your OpenShift AI "
+                "administrator to check the CodeFlare operator's images (pull secret, mirror registry, "
+                "disconnected-install image set)")
+    return f"{what}. Fix: {fix}"
+
+
+class PodTrouble:
+    """Pod problems over successive observations: the immediate ones (pod_problem) at once;
+    an image that keeps failing to pull once it has failed for `pull_grace` seconds (at once
+    when the registry says the image does not exist or may not be pulled); a container in
+    CrashLoopBackOff after `crash_restarts` restarts, with its exit and last log lines."""
+
+    def __init__(self, pull_grace: float = IMAGE_PULL_GRACE, crash_restarts: int = CRASH_RESTARTS,
+                 clock=time.monotonic):
+        self.pull_grace, self.crash_restarts, self.clock = pull_grace, crash_restarts, clock
+        self.pulling: dict[tuple, float] = {}  # (pod uid, container) -> first seen failing to pull
+        self.pull_error: dict[tuple, str] = {}  # its latest ErrImagePull message
+
+    def check(self, pods, previous_log=None) -> str | None:
+        """A fatal problem of one of the pods, or None. `previous_log(pod, container)`: the
+        last terminated instance's log tail ('' if unreadable)."""
+        now = self.clock()
+        seen = set()
+        for pod in pods:
+            if pod.metadata.deletion_timestamp:
+                continue
+            problem = pod_problem(pod)
+            if problem:
+                return problem
+            for cs in (pod.status.init_container_statuses or []) + (pod.status.container_statuses or []):
+                key = (pod.metadata.uid, cs.name)
+                waiting = cs.state.waiting if cs.state else None
+                reason = waiting.reason if waiting else None
+                if reason in PULL_WAITING:
+                    seen.add(key)
+                    problem = self._pull(pod, cs, key, waiting, now)
+                elif reason == "CrashLoopBackOff" and (cs.restart_count or 0) >= self.crash_restarts:
+                    problem = self._crash(pod, cs, waiting, previous_log)
+                if problem:
+                    return problem
+        for key in set(self.pulling) - seen:  # pulled since, or its pod is gone
+            self.pulling.pop(key, None)
+        return None
+
+    def _pull(self, pod, cs, key, waiting, now) -> str | None:
+        since = self.pulling.setdefault(key, now)
+        if waiting.reason != "ImagePullBackOff" and waiting.message:
+            self.pull_error[key] = waiting.message
+        error = self.pull_error.get(key, "")
+        final = bool(PULL_FINAL.search(error))
+        if not final and now - since < self.pull_grace:
+            return None
+        said = error or waiting.message or ""
+        how = "" if final else f" for {now - since:.0f}s, the kubelet retrying with back-off"
+        what = (f"pod {pod.metadata.name}, container {cs.name}: image {cs.image or '?'} cannot be pulled{how} "
+                f"({waiting.reason}: {said})").replace(" ()", "")
+        return _whose(cs, what, "check the image name and tag, and that the cluster may pull it (the registry's "
+                                "pull secret in the namespace, or a mirror in a disconnected cluster)")
+
+    def _crash(self, pod, cs, waiting, previous_log) -> str:
+        last = cs.last_state.terminated if cs.last_state else None
+        exit_text = ""
+        if last is not None:
+            exit_text = f": it last exited with code {last.exit_code} ({last.reason or 'Error'})"
+            if last.message:
+                exit_text += f", saying: {last.message.strip()}"
+        tail = (previous_log(pod, cs.name) if previous_log else "").rstrip()
+        what = (f"pod {pod.metadata.name}, container {cs.name} keeps crashing (CrashLoopBackOff after "
+                f"{cs.restart_count} restarts){exit_text}")
+        oom = last is not None and (last.reason == "OOMKilled" or last.exit_code == 137)
+        fix = ("give it more memory (head_memory/worker_memory): exit code 137 is a kill, usually for memory"
+               if oom else "check the image (it must be able to run `ray start`: the RHOAI Ray image or one "
+                           "built from it), the Ray settings and memory, from its log")
+        fix += f"; `oc logs {pod.metadata.name} -c {cs.name} --previous` shows the whole log"
+        return _whose(cs, what, fix) + (f"\n--- its last log lines ---\n{tail}" if tail else "")
 
 
 def pod_summary(pods) -> str:

@@ -51,9 +51,37 @@ class JobFailed(KfpRayError):
     """The Ray job ended FAILED or STOPPED."""
 
 
+class JobLost(JobFailed):
+    """The dashboard answers but no longer knows the job (a restarted head lost it)."""
+
+
 class JobTimeout(KfpRayError):
     """The Ray job did not finish in time (it has been stopped)."""
 
 
-class Cancelled(KfpRayError):
-    """The task was cancelled (SIGTERM): what it started has been stopped."""
+class Unreachable(KfpRayError):
+    """The Ray dashboard or the Kubernetes API stayed unreachable longer than the task
+    tolerates (outage_tolerance_seconds)."""
+
+
+class AccessDenied(KfpRayError):
+    """The API refused this identity (401 or 403): retrying cannot help. `status` is kept
+    so that callers that degrade on 403 (queues.py) still can."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+class Cancelled(BaseException):
+    """The task was cancelled (SIGTERM). A BaseException, like KeyboardInterrupt, so that no
+    `except Exception` swallows it: cleanup code sees it, and it reaches the top.
+
+    `at` is when the signal came (time.monotonic()): cleanup spends only what is left of the
+    grace period Kubernetes gives before SIGKILL."""
+
+    def __init__(self, message: str = "the task was cancelled (SIGTERM)", at: float | None = None):
+        import time
+
+        super().__init__(message)
+        self.at = time.monotonic() if at is None else at

@@ -12,12 +12,13 @@ import os
 import re
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError, JobFailed, JobTimeout, KfpRayError
+from .errors import InputError, JobFailed, JobLost, JobTimeout, KfpRayError
 from .validate import Checker, label_value
-from .wait import Backoff, log, retry
+from .wait import Backoff, Outage, beat, first_line, is_transient, log, retry
 
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 METRICS_PREFIX = "KFP_RAY_METRICS"
@@ -25,17 +26,27 @@ _METRICS_LINE = re.compile(rf"^{METRICS_PREFIX}\s+(\{{.*\}})\s*$")
 EXCLUDE = {"__pycache__", ".git", ".ipynb_checkpoints"}
 
 
+# (connect, read) seconds for every dashboard request: a hung connection is given up.
+TIMEOUTS = (5.0, 30.0)
+# How long follow rides out an unreachable dashboard (or Kubernetes API) before failing.
+OUTAGE_TOLERANCE = 600.0
+
+
 class RayJobsClient:
-    def __init__(self, dashboard_url: str, timeout: float = 30.0):
+    """The Ray Job REST API. Every request has (connect, read) timeouts; transient failures
+    are retried up to `attempts` times (1: the caller deals with them, as follow does)."""
+
+    def __init__(self, dashboard_url: str, timeout: float | tuple[float, float] = TIMEOUTS, attempts: int = 6):
         self.url = dashboard_url.rstrip("/")
         self.timeout = timeout
+        self.attempts = attempts
         import requests
 
         self.http = requests.Session()
 
-    def _call(self, method: str, path: str, what: str, ok=(200,), **kwargs):
+    def _call(self, method: str, path: str, what: str, ok=(200,), timeout=None, **kwargs):
         def once():
-            r = self.http.request(method, self.url + path, timeout=self.timeout, **kwargs)
+            r = self.http.request(method, self.url + path, timeout=timeout or self.timeout, **kwargs)
             if r.status_code in ok:
                 return r
             if r.status_code >= 500:
@@ -43,9 +54,11 @@ class RayJobsClient:
                 err.status = 503
                 raise err
             return r
-        r = retry(once, what)
+        r = retry(once, what, attempts=self.attempts)
         if r.status_code not in ok:
-            raise KfpRayError(f"Ray dashboard answered {r.status_code} to {what}: {r.text[:500]}")
+            err = KfpRayError(f"Ray dashboard answered {r.status_code} to {what}: {r.text[:500]}")
+            err.status = r.status_code
+            raise err
         return r
 
     def version(self) -> dict:
@@ -79,14 +92,14 @@ class RayJobsClient:
         r = self._call("POST", "/api/jobs/", "the job submission", json=body)
         return r.json()["submission_id"], False
 
-    def info(self, job_id: str) -> dict:
-        return self._call("GET", f"/api/jobs/{job_id}", f"the status of job {job_id}").json()
+    def info(self, job_id: str, timeout=None) -> dict:
+        return self._call("GET", f"/api/jobs/{job_id}", f"the status of job {job_id}", timeout=timeout).json()
 
     def logs(self, job_id: str) -> str:
         return self._call("GET", f"/api/jobs/{job_id}/logs", f"the logs of job {job_id}").json().get("logs", "")
 
-    def stop(self, job_id: str) -> bool:
-        r = self._call("POST", f"/api/jobs/{job_id}/stop", f"stopping job {job_id}", ok=(200, 404))
+    def stop(self, job_id: str, timeout=None) -> bool:
+        r = self._call("POST", f"/api/jobs/{job_id}/stop", f"stopping job {job_id}", ok=(200, 404), timeout=timeout)
         return r.status_code == 200 and r.json().get("stopped", False)
 
 
@@ -204,73 +217,175 @@ class JobResult:
     metrics: dict = field(default_factory=dict)
 
 
-def follow(dashboard_url: str, job_id: str, timeout: float, max_poll: float = 5.0, echo=print,
-           stop_grace: float = 60.0) -> JobResult:
-    """Follow a job to a terminal state, streaming its new log lines; stop it on timeout
-    and on SIGTERM (a cancelled run). Raises JobFailed/JobTimeout/Cancelled."""
-    from .errors import Cancelled
-    from .redact import redact
-    from .signals import sigterm_raises
+class Follower:
+    """Follows one job to a terminal state, streaming its new log lines (`logs` holds what
+    was read so far, whatever happens), and rides out an unreachable dashboard: a failed
+    poll (refused, timed out, reset, 5xx) starts an outage, logged once a minute, tolerated
+    for `outage_tolerance` seconds before Unreachable is raised. `heartbeat` is called once
+    per poll, also during an outage."""
 
-    c = Checker()
-    c.not_empty("job_id", job_id, "wire submit_ray_job's output")
-    c.positive_seconds("timeout", timeout)
-    c.done()
-    jobs = RayJobsClient(dashboard_url)
-    started = time.monotonic()
-    shown = 0
-    backoff = Backoff(0.2, 1.5, max_poll)
+    def __init__(self, dashboard_url: str, job_id: str, timeout: float, max_poll: float = 5.0, echo=print,
+                 stop_grace: float = 60.0, outage_tolerance: float = OUTAGE_TOLERANCE,
+                 heartbeat: Callable[[], None] | None = None, request_timeout=TIMEOUTS,
+                 clock=time.monotonic, sleep=time.sleep):
+        c = Checker()
+        c.not_empty("job_id", job_id, "wire submit_ray_job's output")
+        c.positive_seconds("timeout", timeout)
+        c.positive_seconds("outage_tolerance_seconds", outage_tolerance)
+        c.positive_seconds("max_poll_seconds", max_poll, example=5)
+        c.done()
+        self.url, self.job_id, self.timeout, self.max_poll, self.echo = dashboard_url, job_id, timeout, max_poll, echo
+        self.stop_grace, self.heartbeat, self.clock, self.sleep = stop_grace, heartbeat, clock, sleep
+        self.request_timeout = request_timeout
+        self.polls = RayJobsClient(dashboard_url, timeout=request_timeout, attempts=1)  # outages handled here
+        self.outage = Outage(f"the Ray dashboard {self.url}", outage_tolerance, clock=clock,
+                             consequence=f"Ray job {job_id} may still be running, so its RayCluster is left as it is: a "
+                             "retry of this task follows the job again; otherwise the pipeline's exit handler (teardown) "
+                             "deletes the cluster. Fix: check the head pod and its Service, and raise "
+                             "outage_tolerance_seconds if such outages are expected")
+        self.logs = ""
+        self.info: dict | None = None
 
-    def drain() -> str:
-        nonlocal shown
-        text = jobs.logs(job_id)
-        if len(text) > shown:
-            chunk = text[shown:]
-            for line in chunk.splitlines():
-                echo(redact(line))
-            shown = len(text)
-        return text
+    # --- reading -------------------------------------------------------------------
+    def _drain(self) -> None:
+        text = self.polls.logs(self.job_id)
+        if len(text) > len(self.logs):
+            from .redact import redact
 
-    def stop_and_wait(reason: str) -> dict:
-        log(f"{reason}: stopping Ray job {job_id}")
-        jobs.stop(job_id)
-        deadline = time.monotonic() + stop_grace
-        info = jobs.info(job_id)
-        while info["status"] not in TERMINAL and time.monotonic() < deadline:
-            time.sleep(0.5)
-            info = jobs.info(job_id)
+            for line in text[len(self.logs):].splitlines():
+                self.echo(redact(line))
+        self.logs = text
+
+    def _poll(self) -> dict | None:
+        """The job's info (and new log lines), or None while the dashboard is unreachable."""
+        try:
+            info = self.polls.info(self.job_id)
+            self._drain()
+        except Exception as exc:  # noqa: BLE001 - classified: transient, lost, or a real failure
+            if getattr(exc, "status", None) == 404:
+                raise self._lost() from None
+            if not is_transient(exc):
+                raise
+            self.outage.failed(exc)  # Unreachable once the window is spent
+            return None
+        self.outage.ok()
         return info
 
-    with sigterm_raises():
-        try:
-            info = jobs.info(job_id)
-            last_status = None
-            while True:
+    def _lost(self) -> JobLost:
+        return JobLost(f"Ray job {self.job_id} is not known to the Ray dashboard {self.url} (404): the head restarted and "
+                       "lost it (Ray keeps no job history across a head restart without GCS fault tolerance), or job_id "
+                       "is not a job of this cluster. Fix: wire submit_ray_job's output and provision_ray_cluster's "
+                       "dashboard_url of the same run; if the head crashed, see its pod's last state"
+                       + (f". Last log lines:\n{_tail(self.logs)}" if self.logs else ""))
+
+    # --- following -----------------------------------------------------------------
+    def run(self):
+        """Follow to the end. Returns JobResult (SUCCEEDED); raises JobFailed (FAILED, STOPPED,
+        lost), JobTimeout (stopped at the timeout), Unreachable (outage longer than tolerated)."""
+        started = self.clock()
+        backoff = Backoff(0.2, 1.5, self.max_poll)
+        last_status = None
+        while True:
+            beat(self.heartbeat)
+            info = self._poll()
+            if info is not None:
+                self.info = info
                 if info["status"] != last_status:
-                    log(f"job {job_id}: {info['status']}")
+                    log(f"job {self.job_id}: {info['status']}")
                     last_status = info["status"]
-                logs = drain()
                 if info["status"] in TERMINAL:
                     break
-                if time.monotonic() - started > timeout:
-                    info = stop_and_wait(f"timed out after {timeout:.0f}s")
-                    drain()
-                    raise JobTimeout(f"Ray job {job_id} did not finish within {timeout:.0f}s and was stopped "
-                                     f"(now {info['status']}). Fix: raise the follow task's timeout. "
-                                     f"Last log lines:\n{_tail(logs)}")
-                time.sleep(backoff.next())
-                info = jobs.info(job_id)
-        except Cancelled:
-            stop_and_wait("the task was cancelled")
+            if self.clock() - started > self.timeout:
+                raise self._timed_out()
+            self.sleep(backoff.next() if info is not None else self.outage.pause())
+        return self._result(started)
+
+    def _timed_out(self) -> JobTimeout:
+        log(f"timed out after {self.timeout:.0f}s: stopping Ray job {self.job_id}")
+        status = "unknown"
+        try:
+            RayJobsClient(self.url, timeout=self.request_timeout).stop(self.job_id)
+            deadline = self.clock() + self.stop_grace
+            while True:
+                status = self.polls.info(self.job_id)["status"]
+                if status in TERMINAL or self.clock() >= deadline:
+                    break
+                self.sleep(0.5)
+            self._drain()
+        except Exception as exc:  # noqa: BLE001 - the cluster's deletion stops it anyway
+            log(f"stopping Ray job {self.job_id} failed ({type(exc).__name__}: {first_line(exc)}); deleting its "
+                "cluster stops it")
+        return JobTimeout(f"Ray job {self.job_id} did not finish within {self.timeout:.0f}s and was stopped "
+                          f"(now {status}). Fix: raise the follow task's timeout. Last log lines:\n{_tail(self.logs)}")
+
+    def _result(self, started: float) -> JobResult:
+        from .redact import redact
+
+        info = self.info
+        try:  # the final log, complete (bounded retries: the job is over, the dashboard was just there)
+            self.logs = RayJobsClient(self.url, timeout=self.request_timeout).logs(self.job_id) or self.logs
+        except Exception as exc:  # noqa: BLE001 - what was streamed is kept
+            log(f"could not read the final log of job {self.job_id} ({type(exc).__name__}: {first_line(exc)})")
+        start, end = info.get("start_time"), info.get("end_time")
+        duration = (end - start) / 1000.0 if start and end else self.clock() - started
+        result = JobResult(self.job_id, info["status"], info.get("message") or "", round(duration, 3),
+                           redact(self.logs), parse_metrics(self.logs))
+        if result.status != "SUCCEEDED":
+            raise JobFailed(f"Ray job {self.job_id} {result.status}: {redact(result.message)}\n"
+                            f"--- last log lines ---\n{_tail(result.logs)}")
+        return result
+
+    # --- cancellation --------------------------------------------------------------
+    def request_stop(self, deadline: float) -> bool | None:
+        """One stop request, given up at `deadline` (time.monotonic()). True: Ray stopped
+        it; False: nothing to stop; None: the request failed."""
+        left = max(0.2, deadline - time.monotonic())
+        try:
+            return RayJobsClient(self.url, attempts=1).stop(
+                self.job_id, timeout=(min(TIMEOUTS[0], left), min(TIMEOUTS[1], left)))
+        except Exception as exc:  # noqa: BLE001 - reported; the cluster's deletion stops it too
+            log(f"stopping Ray job {self.job_id} failed ({type(exc).__name__}: {first_line(exc)})")
+            return None
+
+    def wait_stopped(self, deadline: float) -> str | None:
+        """The job's terminal status once reached, or None at `deadline`."""
+        backoff = Backoff(0.2, 1.5, 1.0)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                status = RayJobsClient(self.url, attempts=1).info(
+                    self.job_id, timeout=(min(TIMEOUTS[0], left), min(TIMEOUTS[1], left)))["status"]
+                if status in TERMINAL:
+                    return status
+            except Exception:  # noqa: BLE001 - keep asking until the deadline
+                pass
+            time.sleep(min(backoff.next(), max(0.0, deadline - time.monotonic())))
+
+
+def follow(dashboard_url: str, job_id: str, timeout: float, max_poll: float = 5.0, echo=print,
+           stop_grace: float = 60.0, outage_tolerance: float = OUTAGE_TOLERANCE,
+           heartbeat: Callable[[], None] | None = None, request_timeout=TIMEOUTS) -> JobResult:
+    """Follow a job to a terminal state, streaming its new log lines (see Follower); stop it
+    on timeout, and on SIGTERM (a cancelled run: the stop is sent at once, and the job
+    awaited only for what is left of the grace period). Raises JobFailed, JobTimeout,
+    Unreachable, Cancelled. heartbeat is called once per poll."""
+    from .errors import Cancelled
+    from .signals import cleanup_deadline, sigterm_raises
+
+    follower = Follower(dashboard_url, job_id, timeout, max_poll, echo, stop_grace, outage_tolerance, heartbeat,
+                        request_timeout)
+    with sigterm_raises():
+        try:
+            return follower.run()
+        except Cancelled as exc:
+            deadline = cleanup_deadline(exc)
+            log(f"the task was cancelled: stopping Ray job {job_id}")
+            follower.request_stop(deadline)
+            status = follower.wait_stopped(deadline)
+            log(f"Ray job {job_id} {status}" if status else f"Ray job {job_id} not stopped yet as the grace period ends")
             raise
-    logs = jobs.logs(job_id)
-    start, end = info.get("start_time"), info.get("end_time")
-    duration = (end - start) / 1000.0 if start and end else time.monotonic() - started
-    result = JobResult(job_id, info["status"], info.get("message") or "", round(duration, 3), redact(logs), parse_metrics(logs))
-    if result.status != "SUCCEEDED":
-        raise JobFailed(f"Ray job {job_id} {result.status}: {redact(result.message)}\n"
-                        f"--- last log lines ---\n{_tail(result.logs)}")
-    return result
 
 
 def _tail(text: str, lines: int = 30) -> str:

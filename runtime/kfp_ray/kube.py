@@ -3,18 +3,28 @@
 In a RHOAI pipeline pod: the service account's token and CA bundle (TLS verified). Else:
 $KUBECONFIG (or ~/.kube/config). One ApiClient is built and shared, also with the CodeFlare
 SDK, whose own client would drop the kubeconfig's CA and TLS settings.
+
+Every request has a connect and a read timeout (a half-open connection cannot hang a task),
+and retries are ours alone, bounded and logged (urllib3's own are off: they would multiply
+ours). 401 and 403 are never retried: they fail at once, naming who may not do what, and how
+to fix it.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import time
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import KfpRayError
+from .errors import AccessDenied, KfpRayError
 from .wait import retry
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+# (connect, read) seconds for every request. The apiserver answers a get, list, create,
+# patch or delete in milliseconds; 30 s of silence is a dead connection, not a slow answer.
+TIMEOUTS = (5.0, 30.0)
 
 
 def in_cluster() -> bool:
@@ -36,7 +46,21 @@ def api_client():
         raise KfpRayError(
             f"no Kubernetes credentials: {exc}. In a pipeline pod the service account token is used; "
             "elsewhere set KUBECONFIG to a kubeconfig file") from None
-    return client.ApiClient(cfg)
+    cfg.retries = False  # retries are kube.call's (bounded, logged); urllib3 would add 3 per try
+    api = client.ApiClient(cfg)
+    _default_timeouts(api.rest_client)
+    return api
+
+
+def _default_timeouts(rest) -> None:
+    """Give every request of this client TIMEOUTS unless it names its own, also the ones
+    that do not go through call() (the CodeFlare SDK's)."""
+    request = rest.request
+
+    def with_timeouts(*args, _request_timeout=None, **kwargs):
+        return request(*args, _request_timeout=_request_timeout or TIMEOUTS, **kwargs)
+
+    rest.request = with_timeouts
 
 
 def own_namespace() -> str | None:
@@ -74,9 +98,79 @@ def custom():
     return client.CustomObjectsApi(api_client())
 
 
-def call(fn, *args, what: str, **kwargs):
-    """One API call, retried (bounded) on throttling, 5xx and dropped connections."""
-    return retry(lambda: fn(*args, **kwargs), what)
+def call(fn, *args, what: str, attempts: int = 6, deadline: float | None = None, **kwargs):
+    """One API call with TIMEOUTS, retried (bounded: `attempts`, and never past `deadline`,
+    a time.monotonic() time) on throttling, 5xx, timeouts and dropped connections. 401 and
+    403 raise AccessDenied at once."""
+    asked = kwargs.pop("_request_timeout", None) or TIMEOUTS
+
+    def once():
+        timeout = asked
+        if deadline is not None:  # a request may not outlive the deadline either
+            left = max(0.5, deadline - time.monotonic())
+            timeout = (min(timeout[0], left), min(timeout[1], left))
+        try:
+            return fn(*args, _request_timeout=timeout, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - only 401/403 are translated
+            if getattr(exc, "status", None) in (401, 403) and not isinstance(exc, AccessDenied):
+                raise access_denied(exc, fn, args, what) from None
+            raise
+
+    return retry(once, what, attempts=attempts, deadline=deadline)
+
+
+_VERBS = {"read": "get", "get": "get", "list": "list", "create": "create", "patch": "patch", "replace": "update",
+          "delete": "delete"}
+_FORBIDDEN = re.compile(r'User "([^"]+)" cannot (\S+) resource "([^"]+)" in API group "([^"]*)"')
+
+
+def _verb_and_resource(fn, args) -> tuple[str, str, str]:
+    """(verb, resource, namespace) of a kubernetes client method call, from its name and
+    arguments: custom objects take (group, version, [namespace,] plural, ...), core ones
+    (name, namespace, ...) to read/patch/delete and (namespace, ...) to list/create."""
+    name = getattr(fn, "__name__", "")
+    action = name.split("_", 1)[0]
+    verb = _VERBS.get(action, action)
+    namespaced = "_namespaced_" in name
+    if name.endswith("_custom_object") and len(args) >= 3:
+        group = args[0]
+        plural = args[3] if namespaced and len(args) > 3 else args[2]
+        return verb, f"{plural}.{group}" if group else plural, args[2] if namespaced else ""
+    kind = name.split("_namespaced_", 1)[1] if namespaced else name.split("_", 1)[-1]
+    resource = "pods/log" if kind == "pod_log" else kind.replace("_", "") + "s"
+    ns_at = 0 if action in ("list", "create") else 1
+    ns = args[ns_at] if namespaced and len(args) > ns_at and isinstance(args[ns_at], str) else ""
+    return verb, resource, ns
+
+
+def access_denied(exc: BaseException, fn, args, what: str) -> AccessDenied:
+    """401/403 as a message a pipeline user can act on, instead of the client's dump."""
+    import json
+
+    status = getattr(exc, "status", 0)
+    try:
+        message = json.loads(getattr(exc, "body", "") or "{}").get("message", "")
+    except ValueError:
+        message = ""
+    message = message or str(getattr(exc, "reason", "") or exc)
+    verb, resource, ns = _verb_and_resource(fn, args)
+    where = f" in namespace {ns}" if ns else ""
+    if status == 401:
+        return AccessDenied(
+            f"the Kubernetes API refused this task's credentials (401 Unauthorized) to {verb} {resource}{where} "
+            f"({what}): {message}. Fix: the service account token is missing, expired or revoked; in a pipeline "
+            "pod check the pod's service account token mount, elsewhere refresh KUBECONFIG (`oc login`)", 401)
+    m = _FORBIDDEN.search(message)
+    who = m.group(1) if m else "this task's identity"
+    if m and m.group(1).startswith("system:serviceaccount:"):
+        who = m.group(1).rsplit(":", 1)[1]
+    if m:
+        verb, resource = m.group(2), f"{m.group(3)}.{m.group(4)}" if m.group(4) else m.group(3)
+    return AccessDenied(
+        f"{who} may not {verb} {resource}{where} ({what}): {message}. Fix: grant {who} `{verb}` on {resource}"
+        f"{where} (a Role and RoleBinding; on OpenShift AI the pipeline-runner-<dspa> Role of Data Science "
+        "Pipelines allows rayclusters get/list/create/patch/delete), or run the pipeline in a project where it has it",
+        403)
 
 
 def not_found(exc: BaseException) -> bool:

@@ -62,6 +62,40 @@ def resolve_queue(namespace: str, local_queue: str) -> str:
 
 
 @dataclass
+class Quota:
+    """A ClusterQueue's nominal quota (summed over its flavors), as Kueue v0.11 reads it."""
+    cluster_queue: str
+    nominal: dict           # resource -> Fraction
+    cohort: str             # "" when it cannot borrow
+
+
+def nominal_quota(namespace: str, local_queue: str) -> Quota | None:
+    """The quota of the ClusterQueue behind a LocalQueue, where this service account may read
+    the LocalQueue and the ClusterQueue (RHOAI's pipeline-runner may read neither: None)."""
+    from .validate import quantity
+
+    co = kube.custom()
+    try:
+        lq = kube.call(co.get_namespaced_custom_object, *KUEUE, namespace, "localqueues", local_queue,
+                       what="read the LocalQueue")
+        name = (lq.get("spec") or {}).get("clusterQueue") or ""
+        cq = kube.call(co.get_cluster_custom_object, *KUEUE, "clusterqueues", name, what="read the ClusterQueue")
+    except Exception as exc:  # noqa: BLE001
+        if kube.forbidden(exc) or kube.not_found(exc):
+            return None
+        raise
+    nominal: dict = {}
+    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for r in flavor.get("resources") or []:
+                try:
+                    nominal[r["name"]] = nominal.get(r["name"], 0) + quantity(r.get("nominalQuota", 0))
+                except (KeyError, ValueError):
+                    continue
+    return Quota(name, nominal, (cq.get("spec") or {}).get("cohort") or "")
+
+
+@dataclass
 class Eviction:
     """Kueue's record of an eviction (Workload condition Evicted, Kueue v0.11)."""
     reason: str           # e.g. PodsReadyTimeout, Preempted, InactiveWorkload
@@ -90,11 +124,14 @@ class KueueView:
             return None
         co, ns, uid = kube.custom(), rc["metadata"]["namespace"], rc["metadata"]["uid"]
         try:
-            wls = co.list_namespaced_custom_object(*KUEUE, ns, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
+            wls = kube.call(co.list_namespaced_custom_object, *KUEUE, ns, "workloads", what="list Workloads", attempts=1,
+                            label_selector=f"kueue.x-k8s.io/job-uid={uid}")["items"]
             if not wls:
-                wls = [w for w in co.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"]
+                wls = [w for w in kube.call(co.list_namespaced_custom_object, *KUEUE, ns, "workloads",
+                                            what="list Workloads", attempts=1)["items"]
                        if any(r.get("uid") == uid for r in w["metadata"].get("ownerReferences") or [])]
-        except Exception as exc:  # noqa: BLE001 - only a hint: never fail provisioning over it
+        # Only a hint: never fail provisioning over it. (Cancelled is no Exception: it passes.)
+        except Exception as exc:  # noqa: BLE001
             if kube.forbidden(exc):
                 self._forbidden()
             return None
@@ -130,10 +167,12 @@ class KueueView:
         if cond and cond.get("status") != "True" and cond.get("message"):
             parts.append(f"Kueue: {cond['message']}")
         try:
-            lq = co.get_namespaced_custom_object(*KUEUE, ns, "localqueues", wl["spec"].get("queueName"))
+            lq = kube.call(co.get_namespaced_custom_object, *KUEUE, ns, "localqueues", wl["spec"].get("queueName"),
+                           what="read the LocalQueue", attempts=1)
             cq_name = lq["spec"]["clusterQueue"]
-            cq = co.get_cluster_custom_object(*KUEUE, "clusterqueues", cq_name)
-        except Exception as exc:  # noqa: BLE001
+            cq = kube.call(co.get_cluster_custom_object, *KUEUE, "clusterqueues", cq_name, what="read the ClusterQueue",
+                           attempts=1)
+        except Exception as exc:  # noqa: BLE001 - only a hint (Cancelled is no Exception: it passes)
             if kube.forbidden(exc):
                 self._forbidden()
             return "; ".join(parts)

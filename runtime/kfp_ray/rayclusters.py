@@ -7,6 +7,7 @@ with metadata.deletionTimestamp set; a create of the same name is refused (409).
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 from . import kube
@@ -20,10 +21,10 @@ RUN_LABEL = "kfp-ray.io/run-id"
 GONE_TIMEOUT = 120.0
 
 
-def get(name: str, namespace: str) -> dict | None:
+def get(name: str, namespace: str, deadline: float | None = None, attempts: int = 6) -> dict | None:
     try:
         return kube.call(kube.custom().get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
-                         what=f"read RayCluster {name}")
+                         what=f"read RayCluster {name}", deadline=deadline, attempts=attempts)
     except Exception as exc:  # noqa: BLE001
         if kube.not_found(exc):
             return None
@@ -45,9 +46,10 @@ def run_of(rc: dict) -> str | None:
 def wait_gone(rc: dict, timeout: float = GONE_TIMEOUT, why: str = "") -> None:
     """Wait (bounded) until this RayCluster object (by uid) no longer exists."""
     name, ns, uid = rc["metadata"]["name"], rc["metadata"]["namespace"], rc["metadata"]["uid"]
+    deadline = time.monotonic() + timeout
 
     def current() -> dict | None:
-        now = get(name, ns)
+        now = get(name, ns, deadline=deadline)
         return now if now is not None and now["metadata"]["uid"] == uid else None
 
     now = current()
@@ -67,6 +69,32 @@ def wait_gone(rc: dict, timeout: float = GONE_TIMEOUT, why: str = "") -> None:
          Backoff(0.2, 1.5, 2.0), on_timeout=timed_out)
 
 
+def request_delete(name: str, namespace: str, uid: str | None = None, deadline: float | None = None,
+                   attempts: int = 6) -> bool:
+    """Ask for the deletion of a RayCluster, without waiting. With `uid`, only that object
+    is deleted (a precondition: never a namesake created since). False when there was
+    nothing (any more) to delete.
+
+    Its lease (lease.py) is set to now, so that the next sweep collects the cluster should
+    the deletion fail or never be sent: before the delete, or, with a `deadline` (a
+    cancelled task, where the delete must go out at once), only after a failed delete."""
+    from .lease import expire
+
+    body = {"preconditions": {"uid": uid}} if uid else None
+    if deadline is None:
+        expire(name, namespace)
+    try:
+        kube.call(kube.custom().delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
+                  body=body, what=f"delete RayCluster {name}", deadline=deadline, attempts=attempts)
+        return True
+    except Exception as exc:  # noqa: BLE001
+        if kube.not_found(exc) or (uid and getattr(exc, "status", None) == 409):  # 409: another object now
+            return False
+        if deadline is not None:
+            expire(name, namespace, deadline)
+        raise
+
+
 def delete(name: str, namespace: str, timeout: float = GONE_TIMEOUT) -> float | None:
     """Delete a RayCluster and wait (bounded) until it is really gone (finalizers done).
     Returns its lifetime in seconds, or None if it did not exist. Already gone is success."""
@@ -75,12 +103,7 @@ def delete(name: str, namespace: str, timeout: float = GONE_TIMEOUT) -> float | 
         return None
     lifetime = age_seconds(rc)
     if not being_deleted(rc):
-        try:
-            kube.call(kube.custom().delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
-                      what=f"delete RayCluster {name}")
-        except Exception as exc:  # noqa: BLE001
-            if not kube.not_found(exc):
-                raise
+        request_delete(name, namespace, rc["metadata"]["uid"])
     wait_gone(rc, timeout)
     log(f"deleted RayCluster {name} (lived {lifetime:.0f}s)")
     return lifetime

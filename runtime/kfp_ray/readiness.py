@@ -12,14 +12,15 @@ fell between two polls still shows as two more generations."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import kube
-from .diagnose import pod_problem, pod_summary, replica_failure
+from .diagnose import IMAGE_PULL_GRACE, PodTrouble, pod_summary, replica_failure
 from .errors import AdmissionTimeout, ClusterError, Evicted, PodsFailing, StartupTimeout
 from .queues import KueueView
 from .rayclusters import being_deleted, get, suspended
-from .wait import Backoff, log
+from .wait import Backoff, beat, log
 
 MAX_EVICTIONS = 2  # the second eviction fails provisioning
 PROGRESS_EVERY = 15.0
@@ -67,13 +68,16 @@ class Waited:
 
 
 class _Wait:
-    def __init__(self, name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep):
+    def __init__(self, name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep,
+                 heartbeat=None, image_pull_grace=IMAGE_PULL_GRACE):
+        self.heartbeat = heartbeat
         self.name, self.ns, self.queue, self.queue_note = name, namespace, queue, queue_note
         self.budget = {"queued": float(admission_timeout), "starting": float(startup_timeout)}
         self.spent = {"queued": 0.0, "starting": 0.0}
         self.phase = "queued"
         self.clock, self.sleep = clock, sleep
         self.kueue = KueueView()
+        self.trouble = PodTrouble(pull_grace=image_pull_grace, clock=clock)
         self.admissions = Admissions()
         self.requeue_baseline: int | None = None
         self.pods = "no pods yet"
@@ -85,6 +89,7 @@ class _Wait:
         backoff = Backoff(0.25, 1.5, 3.0)
         last = self.clock()
         while True:
+            beat(self.heartbeat)
             rc = get(self.name, self.ns)
             now = self.clock()
             self.spent[self.phase] += now - last
@@ -137,10 +142,9 @@ class _Wait:
             raise PodsFailing(f"RayCluster {self.name!r} cannot start: {problem}")
         pods = kube.call(kube.core().list_namespaced_pod, self.ns, label_selector=f"ray.io/cluster={self.name}",
                          what="list pods").items
-        for pod in pods:
-            trouble = pod_problem(pod)
-            if trouble:
-                raise PodsFailing(f"RayCluster {self.name!r} cannot start: {trouble}")
+        trouble = self.trouble.check(pods, self.previous_log)
+        if trouble:
+            raise PodsFailing(f"RayCluster {self.name!r} cannot start: {trouble}")
         self.pods = pod_summary(pods)
         if now - self.last_progress >= PROGRESS_EVERY:
             self.last_progress = now
@@ -148,6 +152,18 @@ class _Wait:
                     if problem else "")
             log(f"starting: {self.pods} ({self.spent['starting']:.0f}s){note}")
         return False
+
+    def previous_log(self, pod, container: str, lines: int = 20) -> str:
+        """The last lines of a crashed container's previous instance (pipeline-runner may read
+        pods/log); '' when unreadable. Redacted: the pod has the data connection's keys."""
+        from .redact import redact
+
+        try:
+            text = kube.call(kube.core().read_namespaced_pod_log, pod.metadata.name, self.ns, container=container,
+                             previous=True, tail_lines=lines, what=f"read the log of {pod.metadata.name}")
+        except Exception:  # noqa: BLE001 - only a hint for the message
+            return ""
+        return redact(text or "")
 
     def evicted(self, rc: dict, readmitted: bool) -> None:
         ev = self.kueue.eviction(rc)
@@ -189,8 +205,13 @@ class _Wait:
 
 
 def wait_ready(name: str, namespace: str, queue: str, admission_timeout: float, startup_timeout: float,
-               queue_note: str = "", clock=time.monotonic, sleep=time.sleep) -> Waited:
+               queue_note: str = "", clock=time.monotonic, sleep=time.sleep,
+               heartbeat: Callable[[], None] | None = None, image_pull_grace: float = IMAGE_PULL_GRACE) -> Waited:
     """Wait until the RayCluster is ready. admission_timeout bounds the time spent queued,
     startup_timeout the time spent starting, each summed over evictions; the second
-    eviction fails. Raises AdmissionTimeout, StartupTimeout, Evicted, PodsFailing."""
-    return _Wait(name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep).run()
+    eviction fails, and so do pods that cannot start (diagnose.PodTrouble: at once, or once
+    an image pull failure or a crash loop persists). Raises AdmissionTimeout,
+    StartupTimeout, Evicted, PodsFailing. heartbeat (e.g. a lease renewal) is called once
+    per poll; its failures are logged."""
+    return _Wait(name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep, heartbeat,
+                 image_pull_grace).run()

@@ -7,7 +7,21 @@ import json
 
 from . import s3
 from .errors import KfpRayError
+from .validate import Checker, s3_key_problem
 from .wait import retry
+
+
+def results_uri(output_uri: str) -> str:
+    """Where the job's results.json is, once output_uri is checked: s3://<bucket>/<prefix>."""
+    c = Checker()
+    text = output_uri if isinstance(output_uri, str) else ""
+    bucket, _, prefix = text[len("s3://"):].partition("/") if text.startswith("s3://") else ("", "", "")
+    problem = "not an s3:// URI" if not bucket else s3_key_problem(prefix)
+    if problem:
+        c.fail("output_uri", f"{output_uri!r} is not the run's S3 output folder ({problem})",
+               "wire stage_dataset's output_uri output, or give s3://<bucket>/<prefix>")
+    c.done()
+    return output_uri.rstrip("/") + "/results.json"
 
 
 def load(results_uri: str) -> dict:

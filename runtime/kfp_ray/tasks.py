@@ -5,11 +5,15 @@ returns plain values for the component's outputs."""
 
 from __future__ import annotations
 
-import contextlib
+import threading
+import time
+from collections.abc import Callable
 
-from . import cluster, jobs, kube, rayclusters
-from .validate import label_value, sanitize_name
-from .wait import log
+from . import cluster, jobs, kube, lease, rayclusters
+from .errors import Cancelled, Unreachable
+from .signals import cleanup_deadline, sigterm_raises
+from .validate import Checker, derive_cluster_name, label_value, task_identity
+from .wait import Backoff, Outage, beat, combine, first_line, is_transient, log
 
 
 def _namespace(namespace: str) -> str:
@@ -21,15 +25,25 @@ def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_qu
               head_cpu_limit: str = "", head_memory_limit: str = "", worker_cpu_limit: str = "",
               worker_memory_limit: str = "", worker_gpus: int = 0, image: str = "", env: dict | None = None,
               data_connection: str = "", tolerations: list | None = None, node_selector: dict | None = None,
-              labels: dict | None = None, admission_timeout: float = 600, startup_timeout: float = 900) -> cluster.Provisioned:
+              labels: dict | None = None, admission_timeout: float = 600, startup_timeout: float = 900,
+              lease_seconds: float = lease.DEFAULT_LEASE_S, renew_every_seconds: float = lease.DEFAULT_RENEW_S,
+              task_name: str = "", task_id: str = "", image_pull_grace: float | None = None) -> cluster.Provisioned:
+    """Provision one task's cluster. Its name, when not given, derives from the run and the
+    task identity (task_name, task_id), so each provision task of a run gets its own.
+    image_pull_grace: how long an image may keep failing to pull (default
+    diagnose.IMAGE_PULL_GRACE; not a component input, tests shorten it)."""
+    derived = not cluster_name
+    name = cluster_name or derive_cluster_name(run_id or "", task_identity(task_name or "", task_id or ""))
     spec = cluster.ClusterSpec(
-        name=cluster_name or sanitize_name(run_id or ""), namespace=_namespace(namespace), run_id=run_id,
+        name=name, namespace=_namespace(namespace), run_id=run_id, task_name=task_name or "", task_id=task_id or "",
         local_queue=local_queue, num_workers=num_workers, head_cpu=head_cpu, head_cpu_limit=head_cpu_limit,
         head_memory=head_memory, head_memory_limit=head_memory_limit, worker_cpu=worker_cpu,
         worker_cpu_limit=worker_cpu_limit, worker_memory=worker_memory, worker_memory_limit=worker_memory_limit,
         worker_gpus=worker_gpus, image=image, env=dict(env or {}), data_connection=data_connection,
         tolerations=list(tolerations or []), node_selector=dict(node_selector or {}), labels=dict(labels or {}))
-    return cluster.provision(spec, admission_timeout, startup_timeout)
+    return cluster.provision(spec, admission_timeout, startup_timeout, lease_seconds=lease_seconds,
+                             renew_every_seconds=renew_every_seconds, derived_name=derived,
+                             image_pull_grace=image_pull_grace)
 
 
 def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str = "submit-ray-job", working_dir: str = "",
@@ -39,30 +53,168 @@ def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str = "submit
 
 
 def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "", namespace: str = "",
-           timeout: float = 86400, delete_cluster: bool = True, max_poll_seconds: float = 5.0):
-    """Follow the job; write its full log to log_path whatever happens; delete the cluster
-    once the job is terminal (or stopped) when asked. Returns jobs.JobResult."""
-    result = None
-    try:
-        result = jobs.follow(dashboard_url, job_id, timeout, max_poll=max_poll_seconds, echo=print)
-        return result
-    finally:
-        with contextlib.suppress(Exception):
-            text = result.logs if result else jobs.RayJobsClient(dashboard_url).logs(job_id)
-            from .redact import redact
+           timeout: float = 86400, delete_cluster: bool = True, max_poll_seconds: float = 5.0,
+           outage_tolerance_seconds: float = jobs.OUTAGE_TOLERANCE, heartbeat: Callable[[], None] | None = None,
+           lease_seconds: float = lease.DEFAULT_LEASE_S, renew_every_seconds: float = lease.DEFAULT_RENEW_S):
+    """Follow the job; write its log (as read so far) to log_path whatever happens.
 
-            with open(log_path, "w") as fh:
-                fh.write(redact(text))
-        if delete_cluster and cluster_name:
+    The cluster (delete_cluster, cluster_name) is deleted when the job is over (terminal,
+    lost, or timed out and stopped) and when the task is cancelled: then the job's stop and
+    the cluster's deletion are requested at once, and awaited only for what is left of the
+    grace period. An unreachable dashboard is ridden out for outage_tolerance_seconds; past
+    that the task fails WITHOUT deleting the cluster, since the job may still be running (a
+    retry of the task follows it again; else the exit handler's teardown, and failing that
+    the lease sweeper, frees it). Returns jobs.JobResult.
+
+    While it follows (outages included) it renews cluster_name's lease (lease.py) every
+    renew_every_seconds to lease_seconds ahead, so the sweeper leaves the cluster alone; once
+    the job is over it renews no more."""
+    c = Checker()
+    lease.check(c, lease_seconds, renew_every_seconds)
+    c.done()
+    deleting = bool(delete_cluster and cluster_name)
+    ns = _namespace(namespace) if deleting else namespace
+    renewer = _renewer(cluster_name, namespace, lease_seconds, renew_every_seconds)
+    follower = jobs.Follower(dashboard_url, job_id, timeout, max_poll=max_poll_seconds, echo=print,
+                             outage_tolerance=outage_tolerance_seconds, heartbeat=combine(renewer, heartbeat))
+    with sigterm_raises():
+        try:
             try:
-                rayclusters.delete(cluster_name, _namespace(namespace))
-            except Exception as exc:  # noqa: BLE001 - the exit handler's teardown tries again
-                log(f"could not delete RayCluster {cluster_name} ({type(exc).__name__}: {exc}); teardown will retry")
+                result = follower.run()
+            except Unreachable:
+                _write_log(log_path, follower.logs)
+                if deleting:
+                    log(f"leaving RayCluster {cluster_name}: Ray job {job_id} may still be running")
+                raise
+            except Exception:  # over: failed, stopped, lost, timed out (and stopped), or bad input
+                _write_log(log_path, follower.logs)
+                if deleting:
+                    _delete_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)
+                raise
+            _write_log(log_path, result.logs)
+            if deleting:
+                _delete_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)
+            return result
+        except Cancelled as exc:
+            try:
+                _cancel(follower, cluster_name if deleting else "", ns, exc)
+            finally:
+                _write_log(log_path, follower.logs)
+            raise
 
 
-def teardown(run_id: str, namespace: str = "", cluster_name: str = "", timeout: float = 300) -> float:
+def _renewer(cluster_name: str, namespace: str, lease_seconds: float, every: float) -> lease.Renewer | None:
+    if not cluster_name:
+        return None
+    try:
+        return lease.Renewer(cluster_name, _namespace(namespace), lease_seconds, every)
+    except Exception as exc:  # noqa: BLE001 - following the job matters more; the lease runs out
+        log(f"cannot renew the lease of RayCluster {cluster_name} ({exc}); following the job without renewing it")
+        return None
+
+
+def _write_log(path: str, text: str) -> None:
+    from .redact import redact
+
+    try:
+        with open(path, "w") as fh:
+            fh.write(redact(text))
+    except OSError as exc:
+        log(f"could not write the job log to {path}: {exc}")
+
+
+def _delete_when_over(name: str, namespace: str, tolerance: float, heartbeat=None) -> None:
+    """Delete the cluster of a job that is over and wait until it is gone, riding out an
+    unreachable Kubernetes API for `tolerance` seconds (single tries, the outage paces them);
+    past that, the exit handler's teardown tries again (the job's result stands)."""
+    outage = Outage("the Kubernetes API", tolerance, consequence="The exit handler's teardown will delete it.")
+    while True:
+        beat(heartbeat)
+        try:
+            rc = rayclusters.get(name, namespace, attempts=1)
+            if rc is None:
+                outage.ok()
+                return
+            if not rayclusters.being_deleted(rc):
+                rayclusters.request_delete(name, namespace, rc["metadata"]["uid"], attempts=1)
+            outage.ok()
+            rayclusters.wait_gone(rc)
+            log(f"deleted RayCluster {name} (lived {rayclusters.age_seconds(rc):.0f}s)")
+            return
+        except Exception as exc:  # noqa: BLE001 - transient: ridden out; else reported
+            try:
+                if not is_transient(exc):
+                    raise
+                outage.failed(exc)
+            except Exception as final:  # noqa: BLE001 - the exit handler's teardown tries again
+                log(f"could not delete RayCluster {name} ({type(final).__name__}: {first_line(final, 400)}); "
+                    "teardown will retry")
+                return
+        time.sleep(outage.pause())
+
+
+def _cancel(follower: jobs.Follower, cluster_name: str, namespace: str, cancelled: Cancelled) -> None:
+    """A cancelled task: request the job's stop and the cluster's deletion at once (the stop
+    from a thread, so that neither waits for the other), then wait until the cluster is
+    gone (or, without one to delete, the job stopped), never past the grace period."""
+    deadline = cleanup_deadline(cancelled)
+
+    def since() -> str:
+        return f"+{time.monotonic() - cancelled.at:.2f}s"
+
+    log(f"the task was cancelled: stopping Ray job {follower.job_id}"
+        + (f" and deleting RayCluster {cluster_name}" if cluster_name else "") + " now")
+    stopped: dict = {}
+
+    def stop() -> None:
+        log(f"stop of Ray job {follower.job_id} requested ({since()} after SIGTERM)")
+        stopped["answer"] = follower.request_stop(deadline)
+        log(f"stop of Ray job {follower.job_id} answered {stopped['answer']} ({since()})")
+
+    stopper = threading.Thread(target=stop, name="stop-ray-job", daemon=True)
+    stopper.start()
+    if not cluster_name:
+        status = follower.wait_stopped(deadline)
+        log(f"Ray job {follower.job_id} {status} ({since()})" if status else
+            f"Ray job {follower.job_id} not stopped yet as the grace period ends ({since()})")
+        return
+    try:
+        log(f"deletion of RayCluster {cluster_name} requested ({since()} after SIGTERM)")
+        rayclusters.request_delete(cluster_name, namespace, deadline=deadline)
+    except Exception as exc:  # noqa: BLE001 - waited on below all the same; teardown makes sure
+        log(f"deleting RayCluster {cluster_name} failed ({type(exc).__name__}: {first_line(exc)})")
+    backoff = Backoff(0.2, 1.5, 1.0)
+    while time.monotonic() < deadline:
+        try:
+            if rayclusters.get(cluster_name, namespace, deadline=deadline) is None:
+                log(f"RayCluster {cluster_name} is gone ({since()} after SIGTERM)")
+                return
+        except Exception:  # noqa: BLE001 - keep looking until the deadline
+            pass
+        time.sleep(min(backoff.next(), max(0.0, deadline - time.monotonic())))
+    log(f"RayCluster {cluster_name} is still being deleted as the grace period ends ({since()}); the exit handler's "
+        "teardown makes sure it goes")
+
+
+TEARDOWN_TIMEOUT = 300.0
+
+
+def teardown(run_id: str, namespace: str = "", cluster_name: str = "", timeout: float = TEARDOWN_TIMEOUT) -> float:
     """Delete the run's clusters (by name, and every one labelled with the run id).
-    Idempotent: nothing left is success. Returns the longest lifetime in seconds."""
+    Idempotent: nothing left is success. Returns the longest lifetime in seconds.
+    A bad `timeout` fails the task, but only after the deletions (with the default wait):
+    an exit handler that refused to delete would leave the quota held."""
+    c = Checker()
+    c.positive_seconds("timeout", timeout, example=TEARDOWN_TIMEOUT)
+    if c.errors:
+        log(f"{c.errors[0]}; deleting the run's clusters anyway, waiting up to {TEARDOWN_TIMEOUT:.0f}s for each")
+        timeout = TEARDOWN_TIMEOUT
+    longest = _teardown(run_id, namespace, cluster_name, timeout)
+    c.done()
+    return longest
+
+
+def _teardown(run_id: str, namespace: str, cluster_name: str, timeout: float) -> float:
     ns = _namespace(namespace)
     names = set(rayclusters.clusters_of_run(ns, run_id)) if run_id else set()
     if cluster_name:
@@ -74,5 +226,41 @@ def teardown(run_id: str, namespace: str = "", cluster_name: str = "", timeout: 
     if not names:
         log(f"no RayCluster of run {run_id} left in {ns}: nothing to tear down")
         return 0.0
-    lifetimes = [rayclusters.delete(name, ns, timeout) or 0.0 for name in sorted(names)]
-    return round(max(lifetimes), 2)
+    # All deletions requested first, then awaited: their finalizers run side by side.
+    found = {}
+    for name in sorted(names):
+        rc = rayclusters.get(name, ns)
+        if rc is None:
+            continue
+        found[name] = rc
+        if not rayclusters.being_deleted(rc):
+            rayclusters.request_delete(name, ns, rc["metadata"]["uid"])
+    for name, rc in found.items():
+        rayclusters.wait_gone(rc, timeout)
+        log(f"deleted RayCluster {name} (lived {rayclusters.age_seconds(rc):.0f}s)")
+    return round(max((rayclusters.age_seconds(rc) for rc in found.values()), default=0.0), 2)
+
+
+def sweep(namespace: str = "", all_namespaces: bool = False, delete: bool = True, timeout: float = 300,
+          report_path: str = "") -> list:
+    """The lease sweeper (lease.py) as one task: judge kfp-ray's RayClusters in the namespace
+    (empty: the pipeline's own) by their leases, delete the expired ones when asked, print
+    the table (and write it as Markdown to report_path). Raises, after reporting, when a
+    deletion failed. Returns lease.Swept entries."""
+    c = Checker()
+    c.positive_seconds("timeout", timeout)
+    c.done()
+    ns = None if all_namespaces else _namespace(namespace)
+    where = "in all namespaces" if ns is None else f"in namespace {ns}"
+    entries = lease.sweep(ns, delete=delete, timeout=timeout)
+    print(lease.render(entries, delete, where), flush=True)
+    if report_path:
+        with open(report_path, "w") as fh:
+            fh.write(lease.markdown(entries, delete, where))
+    failed = [e for e in entries if e.action == "failed"]
+    if failed:
+        from .errors import KfpRayError
+
+        raise KfpRayError("could not delete RayClusters whose lease expired: " + "; ".join(
+            f"{e.namespace}/{e.name}: {e.error}" for e in failed) + ". The next sweep tries again")
+    return entries

@@ -69,10 +69,15 @@ def owner_ref(obj: dict, controller: bool = True) -> dict:
 
 def record_event(store: Store, registry, involved: dict, type_: str, reason: str, message: str,
                  component: str) -> None:
-    """Write a core/v1 Event about `involved`, counting repeats like the event recorder."""
+    """Write a core/v1 Event about `involved`, counting repeats like the event recorder (one
+    Event per involved object, reason and message: a kubelet's "Failed to pull image" and
+    "Error: ErrImagePull" are two Events, each counted)."""
+    import hashlib
+
     rt = registry.get("", "events")
     ns = involved["metadata"].get("namespace") or "default"
-    name = f"{involved['metadata']['name']}.{reason.lower()}"
+    digest = hashlib.sha256(f"{reason}\0{message}".encode()).hexdigest()[:16]
+    name = f"{involved['metadata']['name']}.{digest}"
     existing = store.find(rt, ns, name)
     if existing and existing.get("message") == message:
         existing["count"] = existing.get("count", 1) + 1

@@ -2,17 +2,28 @@
 
 - Scheduling: a pod that does not tolerate the node's taints (fault `taint`) stays
   Pending with PodScheduled=False/Unschedulable and the scheduler's message.
-- Image pull (fault `image_pull`: true hits the Ray container, a name hits that container):
-  the container waits in ImagePullBackOff with the kubelet's Failed/BackOff events naming its
-  image. A sidecar that cannot be pulled leaves the pod Running but not Ready.
+- Image pull (fault `image_pull`: true hits the Ray container, a name hits that container;
+  `image_pull_failures: N`: the Ray container's first N pulls fail): as kubelet v1.31's image
+  manager, a failed pull leaves the container waiting in ErrImagePull with the runtime's error
+  (events Pulling, Failed "Failed to pull image ...", Failed "Error: ErrImagePull"); the pod is
+  synced again every `kubelet_backoff_s` x1-1.5 (the pod worker's resync after an error), and
+  while the image's back-off (10 s doubling to 300 s) runs, the container waits in
+  ImagePullBackOff 'Back-off pulling image "<image>"' (events BackOff, Failed "Error:
+  ImagePullBackOff"), else it pulls again. A sidecar that cannot be pulled leaves the pod
+  Running but not Ready.
 - Start: `slow_start` delays container creation; init containers (CodeFlare's create-cert)
   complete at once; then the Ray container's process starts (workers once the head's GCS is
   up, as KubeRay's wait-gcs-ready init container makes them) and is Ready when Ray answers.
   Other containers (the oauth-proxy sidecar) are not Ray processes: they are marked running
   and ready, with no process behind them.
-- A Ray process that dies (fault `head_crash_after`, or a crash asked through the control
-  API) is restarted like a container: restartCount, lastState; a head restart restarts the
-  cluster's workers, which lost their GCS.
+- A Ray process that dies (fault `head_crash_after`, `crash_loop`, or a crash asked through the
+  control API) is restarted like a container (kuberuntime doBackOff, v1.31): the first time at
+  once, then only after its back-off (10 s doubling to 300 s, counted from when it finished;
+  reset after it ran 2 x 300 s), waiting meanwhile in CrashLoopBackOff "back-off 20s
+  restarting failed container=<c> pod=<pod>_<ns>(<uid>)" (event BackOff); state terminated
+  (exitCode, reason, times) and then lastState, restartCount counting restarts. A head restart
+  restarts the cluster's workers, which lost their GCS. Each container instance has its own log
+  (`?previous=true` reads the last terminated one's, as the kubelet serves it).
 - Ports: the head's Ray processes listen on free ports of the pod's own address; the pod's
   container ports (gcs 6379, dashboard 8265, client 10001, metrics 8080, or what the ray
   start command says) are forwarded to them on the pod's address, and `pod_port()` tells
@@ -25,15 +36,19 @@
 
 from __future__ import annotations
 
+import random
 import shlex
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import quantity
+from ..apiserver import errors
 from ..apiserver.errors import ApiError
 from ..apiserver.store import now_rfc3339
 from ..raynode import RayNode, free_port
+from .backoff import Backoff, go_duration
 from .base import Controller, log, record_event
 
 NODE = "sandbox-node"
@@ -45,6 +60,40 @@ HEAD_PORT_FLAGS = {"port": 6379, "dashboard-port": 8265, "ray-client-server-port
 # Env the CodeFlare webhook adds for Ray's mTLS: dropped, the sandbox's Ray runs without TLS.
 TLS_ENV = ("RAY_USE_TLS", "RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY", "RAY_TLS_CA_CERT")
 FOLD = "sandbox.kfp-ray.io/fold"  # "0": folded into another node; "k": runs k replicas' resources
+MAX_BACKOFF_FACTOR = 30  # MaxContainerBackOff 300 s / backOffPeriod 10 s
+SYNC_JITTER = 0.5  # pod worker: wait.Jitter(backOffPeriod, workerBackOffPeriodJitterFactor 0.5)
+# What a registry without the image makes CRI-O answer, and what an unreachable one does.
+PULL_NOT_FOUND = ("rpc error: code = Unknown desc = initializing source docker://{image}: reading manifest {tag} in "
+                  "{repo}: manifest unknown")
+PULL_UNREACHABLE = ('rpc error: code = Unknown desc = pinging container registry {registry}: Get '
+                    '"https://{registry}/v2/": dial tcp: lookup {registry}: i/o timeout')
+# `crash_loop`: what makes the head's `ray start` exit at once, as a bad rayStartParams value
+# does (KubeRay passes them as --key=value): "Error: Invalid value for '--num-cpus': 'two' is
+# not a valid integer.", exit code 2.
+CRASH_LOOP_ARGS = ["--num-cpus=two"]
+
+
+def _image_parts(image: str) -> tuple[str, str, str]:
+    """(registry, repository, tag or digest) of an image reference, for the runtime's error texts."""
+    if "@" in image:
+        name, _, ref = image.partition("@")
+    elif ":" in image.rsplit("/", 1)[-1]:
+        name, _, ref = image.rpartition(":")
+    else:
+        name, ref = image, "latest"
+    first = name.split("/", 1)[0]
+    registry = first if "/" in name and ("." in first or ":" in first or first == "localhost") else "docker.io"
+    return registry, name, ref
+
+
+@dataclass
+class PullState:
+    """One container's image pulls as the kubelet's image manager sees them."""
+    reason: str = "ContainerCreating"
+    message: str = ""
+    next_sync: float = 0.0
+    failures: int = 0
+    pulled: bool = False
 
 
 def tolerates(pod: dict, taint: dict) -> bool:
@@ -172,6 +221,11 @@ class PodRuntime:
         self.kill_at: float | None = None  # SIGKILL deadline of a termination (monotonic)
         self.ports: dict[int, int] = {}  # head: container port -> the Ray process's real port
         self.terminator: threading.Thread | None = None
+        self.backoff: Backoff | None = None  # restarts and image pulls, set when bound
+        self.pulls: dict[str, PullState] = {}  # container -> its image pulls
+        self.crash_state: dict | None = None  # the Ray container's state between a crash and its restart
+        self.starts = 0  # Ray container instances started
+        self.log_marks: list[int] = []  # where each instance's log begins in the pod's log file
 
 
 class Kubelet(Controller):
@@ -222,7 +276,7 @@ class Kubelet(Controller):
             rt = self.pods.get(uid)
         if rt is None:  # bound by an earlier kubelet pass that is gone (never here), or by hand
             rt = self._adopt(pod)
-        rt.blocked = self._blocked(pod, faults)
+        rt.blocked = self._blocked(pod, faults, rt)
         self._refresh(rt, pod)
         if self._ray_blocked(pod, rt):
             return
@@ -262,6 +316,8 @@ class Kubelet(Controller):
     def _adopt(self, pod: dict) -> PodRuntime:
         ip = (pod.get("status") or {}).get("podIP") or self.network.allocate()
         rt = PodRuntime(pod, ip)
+        base = self.faults.platform("kubelet_backoff_s")
+        rt.backoff = Backoff(base, base * MAX_BACKOFF_FACTOR)
         with self.lock:
             self.pods[rt.uid] = rt
         self._set_status(pod, lambda s: s.update(hostIP="127.0.0.1", hostIPs=[{"ip": "127.0.0.1"}], podIP=ip,
@@ -270,18 +326,25 @@ class Kubelet(Controller):
         self._refresh(rt, pod)
         return rt
 
-    def _blocked(self, pod: dict, faults: dict) -> dict[str, tuple[str, str]]:
-        """Containers that cannot be created: image pull fault, or env that does not resolve."""
+    def _blocked(self, pod: dict, faults: dict, rt: PodRuntime) -> dict[str, tuple[str, str]]:
+        """Containers that cannot be created: image not pulled, or env that does not resolve."""
         spec = pod["spec"]
         containers = spec.get("containers") or []
         everything = (spec.get("initContainers") or []) + containers
         pull = faults.get("image_pull")
         out: dict[str, tuple[str, str]] = {}
         for c in everything:
-            hit = (pull is True and containers and c is containers[0]) or (isinstance(pull, str) and c.get("name") == pull)
-            if hit:
-                image = c.get("image") or "image"
-                out[c["name"]] = ("ImagePullBackOff", f'Back-off pulling image "{image}"')
+            ray = bool(containers) and c is containers[0]
+            permanent = (pull is True and ray) or (isinstance(pull, str) and c.get("name") == pull)
+            transient = int(faults.get("image_pull_failures") or 0) if ray else 0
+            state = rt.pulls.get(c["name"])
+            if state is None and not permanent and not transient:
+                continue  # present on the node (no pull fault ever hit it)
+            state = rt.pulls.setdefault(c["name"], PullState())
+            if not state.pulled:
+                self._sync_pull(pod, rt, c, state, permanent, transient)
+            if not state.pulled:
+                out[c["name"]] = (state.reason, state.message)
         for c in containers:
             if c["name"] in out:
                 continue
@@ -292,17 +355,37 @@ class Kubelet(Controller):
         old = {s["name"]: (s.get("state") or {}).get("waiting", {}) for s in
                ((pod.get("status") or {}).get("containerStatuses") or []) + ((pod.get("status") or {}).get("initContainerStatuses") or [])}
         for name, (reason, message) in out.items():
-            if old.get(name, {}).get("message") == message:
-                continue  # already reported
-            c = next(c for c in everything if c["name"] == name)
-            if reason == "ImagePullBackOff":
-                image = c.get("image") or "image"
-                self._event(pod, "Warning", "Failed",
-                            f'Failed to pull image "{image}": reading manifest in {image}: manifest unknown')
-                self._event(pod, "Normal", "BackOff", f'Back-off pulling image "{image}"')
-            else:
+            if reason == "CreateContainerConfigError" and old.get(name, {}).get("message") != message:
                 self._event(pod, "Warning", "Failed", f"Error: {message}")
         return out
+
+    def _sync_pull(self, pod: dict, rt: PodRuntime, c: dict, state: PullState, permanent: bool, transient: int) -> None:
+        """One pod sync of a container whose image is not there (images.EnsureImageExists, v1.31)."""
+        now = time.monotonic()
+        if now < state.next_sync:
+            return
+        base = self.faults.platform("kubelet_backoff_s")
+        state.next_sync = now + base * random.uniform(1.0, 1.0 + SYNC_JITTER)
+        image = c.get("image") or "image"
+        key = f"{rt.uid}_{image}"
+        if rt.backoff.in_backoff_since_update(key, now):
+            state.reason, state.message = "ImagePullBackOff", f'Back-off pulling image "{image}"'
+            self._event(pod, "Normal", "BackOff", f'Back-off pulling image "{image}"')
+            self._event(pod, "Warning", "Failed", "Error: ImagePullBackOff")
+            return
+        self._event(pod, "Normal", "Pulling", f'Pulling image "{image}"')
+        if not permanent and state.failures >= transient:
+            state.pulled = True
+            self._event(pod, "Normal", "Pulled", f'Successfully pulled image "{image}" in 1.2s (1.2s including waiting). '
+                                                 "Image size: 2147483648 bytes.")
+            return
+        state.failures += 1
+        registry, repo, tag = _image_parts(image)
+        err = (PULL_NOT_FOUND if permanent else PULL_UNREACHABLE).format(image=image, registry=registry, repo=repo, tag=tag)
+        rt.backoff.next(key, now)
+        state.reason, state.message = "ErrImagePull", err
+        self._event(pod, "Warning", "Failed", f'Failed to pull image "{image}": {err}')
+        self._event(pod, "Warning", "Failed", "Error: ErrImagePull")
 
     def _ray_blocked(self, pod: dict, rt: PodRuntime) -> bool:
         """The Ray container cannot start: it (or an init container) is blocked."""
@@ -361,6 +444,12 @@ class Kubelet(Controller):
                 if rt.running:
                     main.append(status(c, {"running": {"startedAt": rt.started_at}}, ready=rt.ready_at is not None,
                                        restarts=rt.restarts, last=rt.last_state, started=True))
+                elif rt.crash_state is not None and "waiting" in rt.crash_state:  # CrashLoopBackOff
+                    main.append(status(c, {"waiting": rt.crash_state["waiting"]}, restarts=rt.restarts,
+                                       last={"terminated": rt.crash_state["terminated"]}))
+                elif rt.crash_state is not None:  # exited, about to restart
+                    main.append(status(c, {"terminated": rt.crash_state["terminated"]}, restarts=rt.restarts,
+                                       last=rt.last_state))
                 else:
                     main.append(status(c, waiting("ContainerCreating"), restarts=rt.restarts, last=rt.last_state))
             elif rt.started_at:  # a sidecar: no process, running once the pod's containers start
@@ -439,7 +528,12 @@ class Kubelet(Controller):
             node = self._make_node(rt, pod, fold)
             if node is None or rt.stopping:
                 return
+            if rt.crash_state is not None:  # a restart: the crashed instance becomes lastState
+                rt.last_state, rt.crash_state = {"terminated": rt.crash_state["terminated"]}, None
+                rt.restarts += 1
             rt.node = node
+            rt.log_marks.append(node.log_size())
+            rt.starts += 1
             node.start()
             rt.started_at, rt.running = now_rfc3339(), True
             self._open_ports(rt)
@@ -456,16 +550,41 @@ class Kubelet(Controller):
                     time.sleep(0.25)
             if rt.stopping:
                 return
-            # The container died: record it and restart, as kubelet does.
-            rt.restarts += 1
+            # The container died: record it, and restart it as the kubelet does.
+            finished_at, finished = now_rfc3339(), time.monotonic()
             rt.ready_at, rt.running = None, False
-            rt.last_state = {"terminated": {"exitCode": node.exit_code() or 137, "reason": "Error",
-                                            "startedAt": rt.started_at, "finishedAt": now_rfc3339()}}
             self._close_ports(rt)
-            self._refresh(rt)
             node.stop(grace=2)
+            code = node.exit_code()
+            rt.crash_state = {"terminated": {"exitCode": 137 if code is None else code, "reason": "Error",
+                                             "startedAt": rt.started_at, "finishedAt": finished_at,
+                                             "containerID": f"cri-o://{rt.uid[:8]}{rt.starts}"}}
+            self._refresh(rt)
             if rt.head:
                 self._restart_workers(rt)
+            self._back_off(rt, pod, finished)
+
+    def _back_off(self, rt: PodRuntime, pod: dict, finished: float) -> None:
+        """kuberuntime doBackOff: restart at once unless the container is in its back-off
+        (counted from when it finished); then wait in CrashLoopBackOff until it ends and the
+        pod worker syncs the pod again."""
+        ray = (pod["spec"].get("containers") or [{}])[0].get("name", "ray")
+        key = f"{rt.uid}_{ray}"
+        while not rt.stopping and rt.backoff.in_backoff_since(key, finished):
+            delay = rt.backoff.get(key)
+            who = f"{rt.name}_{rt.ns}({rt.uid})"
+            waiting = {"reason": "CrashLoopBackOff",
+                       "message": f"back-off {go_duration(delay)} restarting failed container={ray} pod={who}"}
+            if rt.crash_state.get("waiting") != waiting:
+                rt.crash_state = {**rt.crash_state, "waiting": waiting}
+                self._refresh(rt)
+                self._event(pod, "Warning", "BackOff", f"Back-off restarting failed container {ray} in pod {who}")
+            # the pod worker retries a failed sync after wait.Jitter(backOffPeriod, 0.5)
+            base = self.faults.platform("kubelet_backoff_s")
+            resync = time.monotonic() + base * random.uniform(1.0, 1.0 + SYNC_JITTER)
+            while not rt.stopping and time.monotonic() < resync:
+                time.sleep(min(0.1, max(0.01, resync - time.monotonic())))
+        rt.backoff.next(key, finished)
 
     def _open_ports(self, rt: PodRuntime) -> None:
         if self.forwarder is None:
@@ -529,8 +648,10 @@ class Kubelet(Controller):
             ports = head_container_ports(current)
             real = {flag: free_port() for flag in ports}
             rt.ports = {ports[flag]: real[flag] for flag in ports}
+            crash = self.faults.for_cluster(rt.cluster).get("crash_loop")
+            failing = crash is True or (not isinstance(crash, bool) and isinstance(crash, int) and rt.starts < crash)
             return RayNode(rt.name, rt.ip, head=True, num_cpus=cpu, num_gpus=gpu, memory=mem, root=self.root,
-                           ports=real, env=env)
+                           ports=real, env=env, extra_args=CRASH_LOOP_ARGS if failing else None)
         head = self._head_runtime(rt)
         gcs = self._gcs_address(rt, head) if head is not None else None
         if gcs is None:
@@ -638,11 +759,30 @@ class Kubelet(Controller):
         return True
 
     def pod_log(self, namespace: str, name: str, params: dict) -> str:
+        """The Ray container's log: its current instance's, or with previous=true the last
+        terminated instance's (400 when there is none, as the kubelet answers)."""
         with self.lock:
             rt = next((r for r in self.pods.values() if r.ns == namespace and r.name == name), None)
+        previous = str(params.get("previous", "")).lower() in ("true", "1")
+        marks = list(rt.log_marks) if rt is not None else []
+        if previous and len(marks) < 2:
+            container = params.get("container") or "ray"
+            raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
         if rt is None or rt.node is None:
             return ""
-        return rt.node.log_tail(int(params.get("tailLines") or 10000))
+        lines = int(params.get("tailLines") or 10000)
+        marks = marks or [0]
+        if previous:
+            begin, end = marks[-2], marks[-1]
+        else:
+            begin, end = marks[-1], None
+        try:
+            with open(rt.node.log_path, "rb") as fh:
+                fh.seek(begin)
+                data = fh.read() if end is None else fh.read(end - begin)
+        except OSError:
+            return ""
+        return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
 
     def processes(self) -> list[dict]:
         """Ray processes of pods, running or still stopping after their pod was deleted."""

@@ -15,7 +15,8 @@ def ray_job(entrypoint: str, cluster_name: str = "", local_queue: str = "local-q
     teardown = teardown_ray_cluster(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, cluster_name=cluster_name)
     teardown.set_caching_options(False)
     with dsl.ExitHandler(teardown, name="ray-job"):
-        cluster = provision_ray_cluster(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, cluster_name=cluster_name,
+        cluster = provision_ray_cluster(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+                                        task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER, cluster_name=cluster_name,
                                         local_queue=local_queue, num_workers=num_workers, head_memory=memory,
                                         worker_cpu=worker_cpu, worker_memory=memory, data_connection=data_connection,
                                         admission_timeout=admission_timeout, startup_timeout=startup_timeout)

@@ -16,13 +16,14 @@ from pipelines import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_TASKS = ("provision-ray-cluster", "submit-ray-job", "follow-ray-job", "teardown-ray-cluster")
+TRAINING = [name for name in registry.PIPELINES if name != "kfp_ray_gc"]  # the sweeper has no cluster of its own
 
 
 def docs(name):
     return list(yaml.safe_load_all(registry.compiled_path(name).read_text()))
 
 
-@pytest.mark.parametrize("name", list(registry.PIPELINES))
+@pytest.mark.parametrize("name", TRAINING)
 def test_compiled_yaml_loads_with_exit_handler_no_caching_and_the_data_connection(name):
     assert components.load_component_from_file(str(registry.compiled_path(name))) is not None
     spec, platform = docs(name)
@@ -40,6 +41,15 @@ def test_compiled_yaml_loads_with_exit_handler_no_caching_and_the_data_connectio
     mount = executors["exec-stage-dataset"]["secretAsEnv"][0]
     assert mount["secretNameParameter"]["componentInputParameter"].endswith("data_connection")  # the pipeline parameter
     assert {m["envVar"] for m in mount["keyToEnv"]} >= {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT"}
+
+
+def test_the_sweeper_pipeline_is_one_uncached_sweep_that_deletes_by_default():
+    assert components.load_component_from_file(str(registry.compiled_path("kfp_ray_gc"))) is not None
+    spec, = docs("kfp_ray_gc")
+    assert list(spec["root"]["dag"]["tasks"]) == ["sweep-ray-clusters"]
+    assert spec["root"]["dag"]["tasks"]["sweep-ray-clusters"]["cachingOptions"] == {}
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    assert params["delete"]["defaultValue"] is True and params["namespace"]["defaultValue"] == ""
 
 
 def test_compile_check_passes_on_main():

@@ -50,29 +50,67 @@ def test_never_admit_keeps_the_cluster_suspended_with_a_queue_message(sbx, api):
     assert rc(api, "held-1")["spec"]["suspend"] is True and pods(api, "held-1") == []
 
 
+def _ray_waiting(api, cluster, reason):
+    """The head pod, once its Ray container waits for `reason`."""
+    return next((p for p in pods(api, cluster) if p.metadata.labels["ray.io/node-type"] == "head"
+                 and p.status.container_statuses and p.status.container_statuses[0].state.waiting
+                 and p.status.container_statuses[0].state.waiting.reason == reason), None)
+
+
 def test_image_pull_failure_leaves_the_head_pending_with_backoff(sbx, api):
-    sbx.set_faults({"clusters": {"badimage": {"image_pull": True}}})
-    create(api, raycluster("badimage", image="quay.io/nowhere/ray:missing"))
-    head = eventually(lambda: next((p for p in pods(api, "badimage") if p.metadata.labels["ray.io/node-type"] == "head"
-                                    and p.status.container_statuses
-                                    and p.status.container_statuses[0].state.waiting
-                                    and p.status.container_statuses[0].state.waiting.reason == "ImagePullBackOff"), None),
-                      15, what="the head pod to report ImagePullBackOff")
+    """kubelet v1.31: ErrImagePull with the runtime's error, then ImagePullBackOff while the
+    image's back-off runs (base shortened from 10 s to 0.5 s), pulling again after it."""
+    sbx.set_faults({"clusters": {"badimage": {"image_pull": True}}, "platform": {"kubelet_backoff_s": 0.5}})
+    image = "quay.io/nowhere/ray:missing"
+    create(api, raycluster("badimage", image=image))
+    head = eventually(lambda: _ray_waiting(api, "badimage", "ErrImagePull"), 15, what="the head pod to report ErrImagePull")
     assert head.status.phase == "Pending"
-    assert head.status.container_statuses[0].state.waiting.message == 'Back-off pulling image "quay.io/nowhere/ray:missing"'
-    reasons = dict(events_about(api, head.metadata.name))
-    assert reasons["Failed"].startswith('Failed to pull image "quay.io/nowhere/ray:missing"')
+    error = head.status.container_statuses[0].state.waiting.message
+    assert error == ("rpc error: code = Unknown desc = initializing source docker://quay.io/nowhere/ray:missing: "
+                     "reading manifest missing in quay.io/nowhere/ray: manifest unknown")
+    head = eventually(lambda: _ray_waiting(api, "badimage", "ImagePullBackOff"), 15,
+                      what="the head pod to report ImagePullBackOff")
+    assert head.status.container_statuses[0].state.waiting.message == f'Back-off pulling image "{image}"'
+    events = events_about(api, head.metadata.name)
+    for expected in (("Pulling", f'Pulling image "{image}"'), ("Failed", f'Failed to pull image "{image}": {error}'),
+                     ("Failed", "Error: ErrImagePull"), ("BackOff", f'Back-off pulling image "{image}"'),
+                     ("Failed", "Error: ImagePullBackOff")):
+        assert expected in events, events
+    # it keeps trying: a later pull fails again
+    pulls = [e.count for e in k8s.CoreV1Api(api).list_namespaced_event(NS, field_selector=f"involvedObject.name={head.metadata.name}").items
+             if e.reason == "Pulling"]
+    eventually(lambda: sum(e.count for e in k8s.CoreV1Api(api).list_namespaced_event(
+        NS, field_selector=f"involvedObject.name={head.metadata.name}").items if e.reason == "Pulling") > sum(pulls), 15,
+        what="another pull after the back-off")
     # KubeRay never says ready: it keeps the state it last wrote (`suspended` if it saw the cluster
     # before Kueue admitted it), and the SDK keeps waiting.
     assert rc(api, "badimage")["status"].get("state") in (None, "suspended")
     assert sbx.processes() == []
 
 
+def test_kubelet_backoff_doubles_to_its_cap_and_resets_after_a_stable_run():
+    """client-go flowcontrol.Backoff as the kubelet makes it: 10 s doubling to 300 s."""
+    from sandbox.controllers.backoff import Backoff, go_duration
+
+    now = [100.0]
+    b = Backoff(10, 300, clock=lambda: now[0])
+    assert not b.in_backoff_since("c", 100)  # the first exit: restarted at once
+    delays = []
+    for _ in range(7):
+        delays.append(b.next("c", now[0]))
+        now[0] += 1
+        assert b.in_backoff_since("c", now[0] - 1)
+    assert delays == [10, 20, 40, 80, 160, 300, 300]
+    assert [go_duration(d) for d in delays[:6]] == ["10s", "20s", "40s", "1m20s", "2m40s", "5m0s"]
+    now[0] += 601  # ran longer than 2 x the cap since the last restart: back to the start
+    assert not b.in_backoff_since("c", now[0]) and b.next("c", now[0]) == 10
+
+
 @pytest.mark.ray
 def test_sidecar_image_pull_leaves_the_head_running_but_not_ready(sbx, api):
     from sandbox.controllers.codeflare import OAUTH_PROXY_IMAGE
 
-    sbx.set_faults({"clusters": {"nosidecar": {"image_pull": "oauth-proxy"}}})
+    sbx.set_faults({"clusters": {"nosidecar": {"image_pull": "oauth-proxy"}}, "platform": {"kubelet_backoff_s": 0.5}})
     create(api, raycluster("nosidecar", workers=0, memory="1Gi"))
 
     def by_name(p):
@@ -84,15 +122,14 @@ def test_sidecar_image_pull_leaves_the_head_running_but_not_ready(sbx, api):
         return st.get("ray-head") and st["ray-head"].ready and st.get("oauth-proxy") and head
     head = eventually(ray_ready_sidecar_pulling, 120, what="the Ray container to be ready beside the failing sidecar")
     sidecar = by_name(head)["oauth-proxy"]
-    assert sidecar.state.waiting.reason == "ImagePullBackOff"
-    assert sidecar.state.waiting.message == f'Back-off pulling image "{OAUTH_PROXY_IMAGE}"'
+    assert sidecar.state.waiting.reason in ("ErrImagePull", "ImagePullBackOff")
     assert head.status.phase == "Running"
     ready = next(c for c in head.status.conditions if c.type == "Ready")
     assert (ready.status, ready.message) == ("False", "containers with unready status: [oauth-proxy]")
     assert [p["cluster"] for p in sbx.processes()] == ["nosidecar"]  # the Ray head runs
-    reasons = dict(events_about(api, head.metadata.name))
-    assert reasons["Failed"].startswith(f'Failed to pull image "{OAUTH_PROXY_IMAGE}"')
-    assert reasons["BackOff"] == f'Back-off pulling image "{OAUTH_PROXY_IMAGE}"'
+    events = events_about(api, head.metadata.name)
+    assert any(r == "Failed" and m.startswith(f'Failed to pull image "{OAUTH_PROXY_IMAGE}"') for r, m in events)
+    assert ("BackOff", f'Back-off pulling image "{OAUTH_PROXY_IMAGE}"') in events
     status = eventually(lambda: (s := rc(api, "nosidecar")["status"]) and any(
         c["type"] == "HeadPodReady" and c["message"] == ready.message for c in s.get("conditions", [])) and s, 15,
         what="KubeRay to report the head not ready")
@@ -198,3 +235,12 @@ def test_slow_start_then_head_crash_mid_job(sbx, api):
                            for c in rc(api, "crashy")["status"]["conditions"]), 10, what="KubeRay to see the head ready")
     with pytest.raises(RuntimeError, match="status code 404"):
         JobSubmissionClient(f"http://{svc.spec.cluster_ip}:{port}").get_job_status(job)
+
+
+def test_previous_log_of_a_container_that_never_restarted_is_refused(sbx, api):
+    sbx.set_faults({"clusters": {"fresh": {"image_pull": True}}})
+    create(api, raycluster("fresh", workers=0))
+    head = eventually(lambda: next(iter(pods(api, "fresh")), None), 15, what="the head pod")
+    with pytest.raises(k8s.ApiException) as exc:
+        k8s.CoreV1Api(api).read_namespaced_pod_log(head.metadata.name, NS, container="ray-head", previous=True)
+    assert exc.value.status == 400

@@ -264,13 +264,14 @@ def test_headless_head_service_as_kuberay_makes_it_on_rhoai():
 class FakeNode:
     """Stands in for RayNode: a 'process' that is ready at once and obeys SIGTERM unless told."""
 
-    def __init__(self, name, ip, *, head, ignore_sigterm=False, **kw):
+    def __init__(self, name, ip, *, head, ignore_sigterm=False, extra_args=None, **kw):
         self.name, self.ip, self.head = name, ip, head
         self.temp_dir = f"/tmp/fake-{name}"
         self._alive, self.ignore_sigterm, self.signals = False, ignore_sigterm, []
+        self.fails = bool(extra_args)  # the kubelet's crash_loop arguments: `ray start` exits with 2
 
     def start(self):
-        self._alive = True
+        self._alive = not self.fails
 
     def alive(self):
         return self._alive
@@ -292,13 +293,16 @@ class FakeNode:
         self._alive = False
 
     def exit_code(self):
-        return None if self._alive else (137 if "KILL" in self.signals else 1)
+        return None if self._alive else (2 if self.fails else 137 if "KILL" in self.signals else 1)
 
     def pids(self):
         return [1] if self._alive else []
 
     def log_tail(self, lines=200):
         return ""
+
+    def log_size(self):
+        return 0
 
 
 @pytest.fixture
@@ -307,7 +311,7 @@ def node(env, monkeypatch, tmp_path):
     ignore = threading.Event()
 
     def factory(*args, **kw):
-        n = FakeNode(*args, ignore_sigterm=ignore.is_set(), **{k: v for k, v in kw.items() if k == "head"})
+        n = FakeNode(*args, ignore_sigterm=ignore.is_set(), **{k: v for k, v in kw.items() if k in ("head", "extra_args")})
         made.append(n)
         return n
 
@@ -317,9 +321,9 @@ def node(env, monkeypatch, tmp_path):
     kl.shutdown()
 
 
-def started_cluster(env, kl, name, **faults):
+def started_cluster(env, kl, name, platform=None, **faults):
     if faults:
-        env.faults.set({"clusters": {name: faults}})
+        env.faults.set({"clusters": {name: faults}, "platform": platform or {}})
     env.create(raycluster(name, workers=0), suspend=False)
     env.settle()
     wait_until(lambda: kl.reconcile() or env.pods(name) and env.pods(name)[0]["spec"].get("nodeName"), 10, "the head to be bound")
@@ -331,7 +335,7 @@ def head_status(env, name):
 
 def test_sidecar_image_pull_leaves_the_ray_container_running_and_the_head_not_ready(env, node):
     kl, made, _ = node
-    started_cluster(env, kl, "side", image_pull="oauth-proxy")
+    started_cluster(env, kl, "side", image_pull="oauth-proxy", platform={"kubelet_backoff_s": 0.05})
 
     def reported():
         kl.reconcile()
@@ -339,16 +343,16 @@ def test_sidecar_image_pull_leaves_the_ray_container_running_and_the_head_not_re
         return "running" in (st.get("ray-head") or {}).get("state", {}) and st
     statuses = wait_until(reported, 10, "the Ray container to run beside the failing sidecar")
     assert statuses["ray-head"]["ready"] is True and made and made[0].alive()
-    assert statuses["oauth-proxy"]["state"]["waiting"] == {
-        "reason": "ImagePullBackOff", "message": f'Back-off pulling image "{OAUTH_PROXY_IMAGE}"'}
+    assert statuses["oauth-proxy"]["state"]["waiting"]["reason"] in ("ErrImagePull", "ImagePullBackOff")
     status = head_status(env, "side")
     assert status["phase"] == "Running"
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert (ready["status"], ready["reason"], ready["message"]) == (
         "False", "ContainersNotReady", "containers with unready status: [oauth-proxy]")
     assert status["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
-    failed = env.events("Failed")[0]["message"]
-    assert failed.startswith(f'Failed to pull image "{OAUTH_PROXY_IMAGE}"')
+    assert any(e["message"].startswith(f'Failed to pull image "{OAUTH_PROXY_IMAGE}": rpc error')
+               for e in env.events("Failed"))
+    wait_until(lambda: kl.reconcile() or env.events("BackOff"), 10, "the image's back-off")
     assert env.events("BackOff")[0]["message"] == f'Back-off pulling image "{OAUTH_PROXY_IMAGE}"'
     env.settle()
     assert env.cond("side", "HeadPodReady")["message"] == "containers with unready status: [oauth-proxy]"
@@ -356,14 +360,68 @@ def test_sidecar_image_pull_leaves_the_ray_container_running_and_the_head_not_re
 
 def test_ray_container_image_pull_never_starts_ray(env, node):
     kl, made, _ = node
-    started_cluster(env, kl, "pull", image_pull=True)
+    started_cluster(env, kl, "pull", image_pull=True, platform={"kubelet_backoff_s": 0.05})
     kl.reconcile()
     kl.reconcile()
     status = head_status(env, "pull")
     ray, sidecar = status["containerStatuses"]
-    assert ray["state"]["waiting"]["reason"] == "ImagePullBackOff" and status["phase"] == "Pending"
-    assert ray["state"]["waiting"]["message"] == 'Back-off pulling image "quay.io/modh/ray:2.52.1-py311-cu121"'
+    image = "quay.io/modh/ray:2.52.1-py311-cu121"
+    assert ray["state"]["waiting"] == {"reason": "ErrImagePull", "message": (
+        f"rpc error: code = Unknown desc = initializing source docker://{image}: reading manifest 2.52.1-py311-cu121 "
+        "in quay.io/modh/ray: manifest unknown")} and status["phase"] == "Pending"
+
+    def backing_off():
+        kl.reconcile()
+        return head_status(env, "pull")["containerStatuses"][0]["state"]["waiting"]["reason"] == "ImagePullBackOff"
+    wait_until(backing_off, 10, "the image's back-off")
+    assert head_status(env, "pull")["containerStatuses"][0]["state"]["waiting"]["message"] == f'Back-off pulling image "{image}"'
     assert made == []
+
+
+def test_image_pulls_that_fail_for_a_while_then_succeed_start_ray(env, node):
+    """A registry outage (image_pull_failures): failed pulls, then the pull works and Ray starts."""
+    kl, made, _ = node
+    started_cluster(env, kl, "flaky", image_pull_failures=2, platform={"kubelet_backoff_s": 0.05})
+    kl.reconcile()
+    ray = head_status(env, "flaky")["containerStatuses"][0]
+    assert ray["state"]["waiting"]["reason"] == "ErrImagePull" and "i/o timeout" in ray["state"]["waiting"]["message"]
+    wait_until(lambda: kl.reconcile() or "running" in head_status(env, "flaky")["containerStatuses"][0]["state"], 10,
+               "the pull to succeed and Ray to start")
+    assert len(made) == 1 and len([e for e in env.events("Failed") if e["message"].startswith("Failed to pull")]) >= 1
+    assert any(e["message"].startswith('Successfully pulled image "quay.io/modh/ray') for e in env.events("Pulled"))
+
+
+def test_a_container_that_keeps_exiting_is_restarted_with_the_kubelets_back_off(env, node):
+    """kuberuntime doBackOff (v1.31): restarted at once after its first exit, then waiting in
+    CrashLoopBackOff for base x 2^(n-1) (base 10 s there, 0.05 s here)."""
+    kl, made, _ = node
+    started_cluster(env, kl, "loop", crash_loop=True, platform={"kubelet_backoff_s": 0.05})
+    seen = {}
+
+    def looping():
+        kl.reconcile()
+        ray = head_status(env, "loop")["containerStatuses"][0]
+        waiting = ray["state"].get("waiting") or {}
+        if waiting.get("reason") == "CrashLoopBackOff":
+            seen[ray["restartCount"]] = (waiting["message"], ray["lastState"]["terminated"])
+        return len(seen) >= 2 and max(seen) >= 3
+    wait_until(looping, 20, "CrashLoopBackOff after three restarts")
+    pod = env.pods("loop")[0]
+    who = f"{pod['metadata']['name']}_sandbox({pod['metadata']['uid']})"
+    n = max(seen)
+    message, terminated = seen[n]
+    assert message == f"back-off {int(50 * 2 ** (n - 1))}ms restarting failed container=ray-head pod={who}"
+    assert terminated["exitCode"] == 2 and terminated["reason"] == "Error" and terminated["finishedAt"]
+    assert len(made) >= n and not any(m.alive() for m in made)
+    assert any(e["message"] == f"Back-off restarting failed container ray-head in pod {who}" for e in env.events("BackOff"))
+    env.faults.set({"platform": {"kubelet_backoff_s": 0.05}})  # the fault is gone: the next start works
+
+    def running():
+        kl.reconcile()
+        ray = head_status(env, "loop")["containerStatuses"][0]
+        return "running" in ray["state"] and ray["ready"] and ray
+    ray = wait_until(running, 20, "the container to run again")
+    assert ray["restartCount"] >= n + 1 and ray["lastState"]["terminated"]["exitCode"] == 2
 
 
 def test_kubelet_terminates_gracefully_then_deletes_the_pod(env, node):

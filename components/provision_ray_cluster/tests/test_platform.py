@@ -124,7 +124,7 @@ def test_a_broken_oauth_proxy_sidecar_is_reported_as_the_platforms_problem(box, 
         tasks.provision(run_id="r-sidecar", cluster_name="sidecar", startup_timeout=300, **SMALL)
     assert time.monotonic() - started < 60
     msg = str(exc.value)
-    assert "container oauth-proxy: ImagePullBackOff" in msg
+    assert "container oauth-proxy: image" in msg and "cannot be pulled (ErrImagePull" in msg and "manifest unknown" in msg
     assert "the platform's problem, not your image's" in msg and "CodeFlare operator" in msg
     assert "OpenShift AI administrator" in msg and "container ray-head" not in msg
     assert rayclusters(sbx) == {}

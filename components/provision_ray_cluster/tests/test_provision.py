@@ -15,6 +15,7 @@ from tests.helpers import eventually, raycluster
 
 COMPONENT = "components.provision_ray_cluster.component:provision_ray_cluster"
 SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi")
+TASK = dict(task_name="provision-ray-cluster", task_id="7")  # what KFP gives for the placeholders
 
 
 def rayclusters(sbx):
@@ -43,20 +44,55 @@ def creates(sbx):
     ({"worker_memory": "4GB"}, "worker_memory"),
     ({"data_connection": "aws-connection-missing"}, "data_connection"),
     ({"admission_timeout": 0}, "admission_timeout"),
+    ({"head_cpu": "1", "head_cpu_limit": "500m"}, "head_cpu_limit"),
+    ({"num_workers": 1, "worker_memory": "2Gi", "worker_memory_limit": "1Gi"}, "worker_memory_limit"),
+    ({"image": "quay.io/modh/Ray:latest"}, "image"),
+    ({"tolerations": [{"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": "60"}]},
+     "tolerations[0].tolerationSeconds"),
+    ({"task_id": ""}, "task_id"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_bad_inputs_fail_before_anything_is_created(box, sbx, as_pipeline_runner, inputs, field):
     before = len(creates(sbx))
     with pytest.raises(InputError) as exc:
-        tasks.provision(run_id="bad-inputs", **{**SMALL, "local_queue": "local-queue-test", **inputs})
+        tasks.provision(run_id="bad-inputs", **{**SMALL, **TASK, "local_queue": "local-queue-test", **inputs})
     assert exc.value.field == field and "Fix:" in str(exc.value)
     assert len(creates(sbx)) == before and rayclusters(sbx) == {}
+
+
+def test_a_request_beyond_the_cluster_queues_quota_fails_with_the_numbers_where_readable(box, sbx, as_admin):
+    """The seed ClusterQueue has cpu 9, memory 36Gi, pods 5: this asks for 10 CPUs."""
+    with pytest.raises(InputError) as exc:
+        tasks.provision(run_id="too-big", **{**TASK, "local_queue": "local-queue-test", "num_workers": 3,
+                                             "head_cpu": "1", "worker_cpu": "3", "head_memory": "1Gi",
+                                             "worker_memory": "1Gi"})
+    text = str(exc.value)
+    assert exc.value.field == "head_cpu/worker_cpu/num_workers"
+    assert "requests 10 cpu in total (head 1 CPU / 1Gi, 3 worker(s) x 3 CPU / 1Gi)" in text
+    assert "ClusterQueue 'cluster-queue' (behind LocalQueue 'local-queue-test') has a nominal quota of 9 cpu" in text
+    assert rayclusters(sbx) == {}
+    with pytest.raises(InputError, match="requests 40Gi memory in total.*nominal quota of 36Gi memory"):
+        tasks.provision(run_id="too-big", **{**TASK, **SMALL, "local_queue": "local-queue-test", "head_memory": "40Gi"})
+    with pytest.raises(InputError, match="requests 6 pods in total"):
+        tasks.provision(run_id="too-big", **{**TASK, **SMALL, "local_queue": "local-queue-test", "num_workers": 5,
+                                             "worker_cpu": "100m", "worker_memory": "256Mi"})
+
+
+def test_the_quota_is_not_checked_where_kueue_is_not_readable(box, sbx, as_pipeline_runner, capsys):
+    """RHOAI's pipeline-runner may read no Kueue object: the cluster waits, admission_timeout ends it."""
+    from kfp_ray.errors import AdmissionTimeout
+
+    with pytest.raises(AdmissionTimeout, match="not admitted by Kueue within 2s"):
+        tasks.provision(run_id="too-big-runner", **{**TASK, **SMALL, "local_queue": "local-queue-test",
+                                                    "head_cpu": "10", "admission_timeout": 2})
+    assert "the request is not checked against the quota of LocalQueue 'local-queue-test'" in capsys.readouterr().out
+    eventually(lambda: rayclusters(sbx) == {}, 30, what="the cluster to be deleted")
 
 
 def test_unknown_queue_fails_before_creating_where_queues_are_readable(box, sbx, as_admin):
     """A LocalQueue can only be checked by an identity that may read LocalQueues (RHOAI's
     pipeline-runner may not: then the cluster waits and admission_timeout ends it)."""
     with pytest.raises(InputError, match="LocalQueue 'no-such-queue' does not exist") as exc:
-        tasks.provision(run_id="bad-queue", local_queue="no-such-queue", **SMALL)
+        tasks.provision(run_id="bad-queue", local_queue="no-such-queue", **SMALL, **TASK)
     assert exc.value.field == "local_queue" and rayclusters(sbx) == {}
 
 
@@ -100,7 +136,9 @@ def test_image_pull_failure_fails_at_once_and_deletes(sbx, run_local):
     result, log = run_local(COMPONENT, {"run_id": "r-img", "cluster_name": "badimg", "local_queue": "local-queue-test",
                                         "image": "quay.io/nowhere/ray:none", "startup_timeout": 300, **SMALL})
     assert result["status"] == "FAILURE" and time.monotonic() - started < 60
-    assert 'ImagePullBackOff: Back-off pulling image "quay.io/nowhere/ray:none"' in log
+    # the registry has no such image (the kubelet's ErrImagePull says so): no retry can help
+    assert "image quay.io/nowhere/ray:none cannot be pulled (ErrImagePull: rpc error" in log
+    assert "reading manifest none in quay.io/nowhere/ray: manifest unknown" in log
     assert rayclusters(sbx) == {}
 
 
@@ -156,3 +194,28 @@ def test_queue_wait_is_reported_then_admitted_when_quota_frees_and_a_retry_adopt
     result3, log3 = run_local(COMPONENT, {**args, "run_id": "r-other"})
     assert result3["status"] == "FAILURE" and "belongs to 'r-queue', not to this run" in log3
     assert rayclusters(sbx)["waiter"]["metadata"]["uid"] == rc["metadata"]["uid"]
+
+
+def test_the_wait_beats_once_per_poll_and_a_failing_heartbeat_is_only_logged(box, sbx, as_pipeline_runner, capsys):
+    """The heartbeat (a lease renewal) runs while provision waits; its failure never ends the wait."""
+    from kfp_ray.errors import AdmissionTimeout
+    from kfp_ray.readiness import wait_ready
+
+    sbx.set_faults({"clusters": {"hb-held": {"never_admit": True}}})
+    k8s.CustomObjectsApi(sbx.api_client()).create_namespaced_custom_object(
+        "ray.io", "v1", "sandbox", "rayclusters", raycluster("hb-held", workers=0, cpu="100m", memory="256Mi"))
+
+    def polls():
+        return len([e for e in sbx.audit() if e["method"] == "GET" and e["path"].endswith("/rayclusters/hb-held")])
+
+    beats = []
+
+    def heartbeat():
+        beats.append(polls())
+        if len(beats) == 2:
+            raise RuntimeError("lease patch refused")
+
+    with pytest.raises(AdmissionTimeout):
+        wait_ready("hb-held", "sandbox", "local-queue-test", admission_timeout=1.5, startup_timeout=5, heartbeat=heartbeat)
+    assert len(beats) >= 3 and beats == list(range(beats[0], beats[0] + len(beats)))  # one beat before each poll
+    assert "heartbeat failed (RuntimeError: lease patch refused); carrying on" in capsys.readouterr().out

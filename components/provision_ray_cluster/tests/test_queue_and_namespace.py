@@ -103,7 +103,8 @@ def test_the_unresolvable_default_says_so_at_the_admission_timeout(box, sbx, as_
 def test_a_namespace_other_than_the_tasks_own_is_refused_before_anything_is_created(box, sbx, as_pipeline_runner):
     before = [e for e in sbx.audit() if e["method"] == "POST"]
     with pytest.raises(InputError) as exc:
-        tasks.provision(run_id="r-elsewhere", namespace="team-b", local_queue="local-queue-test", **SMALL)
+        tasks.provision(run_id="r-elsewhere", cluster_name="elsewhere", namespace="team-b", local_queue="local-queue-test",
+                        **SMALL)
     assert exc.value.field == "namespace"
     msg = str(exc.value)
     assert "'team-b' is not this pipeline's namespace 'sandbox'" in msg and "NetworkPolicy" in msg
@@ -119,5 +120,6 @@ def test_in_a_pod_the_service_account_namespace_is_the_tasks_own(box, sbx, as_pi
     assert kube.own_namespace() == "team-a" and kube.current_namespace() == "team-a"
     before = [e for e in sbx.audit() if e["method"] == "POST"]
     with pytest.raises(InputError, match="'sandbox' is not this pipeline's namespace 'team-a'"):
-        tasks.provision(run_id="r-pod", namespace="sandbox", local_queue="local-queue-test", **SMALL)
+        tasks.provision(run_id="r-pod", cluster_name="in-a-pod", namespace="sandbox", local_queue="local-queue-test",
+                        **SMALL)
     assert [e for e in sbx.audit() if e["method"] == "POST"] == before

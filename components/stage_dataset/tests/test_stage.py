@@ -31,3 +31,19 @@ def test_unknown_dataset_and_bad_split_name_the_field(sbx, monkeypatch):
     with pytest.raises(InputError) as exc:
         datasets.stage("digits", "s3://kfp-ray/x", test_fraction=1.5)
     assert exc.value.field == "test_fraction"
+
+
+def test_a_data_connection_without_a_region_stages_with_boto3s_default(sbx, monkeypatch):
+    """RHOAI data connections may lack AWS_DEFAULT_REGION: the task gets no region
+    (pipelines.common mounts it optional) and the runtime gives boto3 us-east-1."""
+    from pipelines.common import data_connection_env
+
+    env = data_connection_env({k: v for k, v in sbx.data_connection().items() if k != "AWS_DEFAULT_REGION"})
+    assert "AWS_DEFAULT_REGION" not in env
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    counts = datasets.stage("breast_cancer", datasets.run_prefix("r-noregion") + "/data")
+    assert counts["train"] + counts["test"] == 569
+    assert sbx.s3().head_object(Bucket="kfp-ray", Key="runs/r-noregion/data/train.npz")["ContentLength"] > 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from kfp_ray import tasks
+from kfp_ray.errors import InputError
 from kubernetes import client as k8s
 
 from tests.helpers import eventually, raycluster
@@ -82,3 +84,18 @@ def test_teardown_under_the_codeflare_finalizer(sbx, as_pipeline_runner):
         what="the CodeFlare operator's finalizer")
     tasks.teardown(run_id="r-cf", namespace="sandbox")
     assert names(sbx) == []
+
+
+def test_a_bad_timeout_fails_the_task_but_only_after_the_runs_clusters_are_deleted(sbx, as_pipeline_runner, capsys):
+    """An exit handler that refused to delete would leave the quota held: it deletes (with the
+    default wait), then fails naming the field."""
+    sbx.set_faults({"clusters": {"td-bad": {"never_admit": True}}})
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    body = raycluster("td-bad", cpu="100m", memory="256Mi")
+    body["metadata"]["labels"]["kfp-ray.io/run-id"] = "r-bad-timeout"
+    co.create_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", body)
+    with pytest.raises(InputError) as exc:
+        tasks.teardown(run_id="r-bad-timeout", namespace="sandbox", timeout=0)
+    assert exc.value.field == "timeout" and "above zero" in str(exc.value) and "timeout=300" in str(exc.value)
+    assert names(sbx) == []
+    assert "deleting the run's clusters anyway" in capsys.readouterr().out

@@ -1,0 +1,134 @@
+"""follow_ray_job rides out an unreachable Ray dashboard: refused connections and hung ones
+(a loopback dashboard the test controls, components/follow_ray_job/tests/dashboard.py), a
+line a minute while it lasts, and a clear failure once outage_tolerance_seconds is spent.
+No Ray, no sandbox: the follow code is the real one, over real HTTP."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from kfp_ray import jobs, wait
+from kfp_ray.errors import Cancelled, KfpRayError, Unreachable
+
+from components.follow_ray_job.tests.dashboard import Dashboard
+from tests.helpers import eventually
+
+FAST = dict(max_poll=0.2, request_timeout=(0.5, 0.5))
+
+
+@pytest.fixture
+def dashboard():
+    d = Dashboard()
+    yield d
+    d.close()
+
+
+class Run:
+    """A Follower in a thread; its outcome once done."""
+
+    def __init__(self, follower: jobs.Follower):
+        self.follower, self.result, self.error = follower, None, None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            self.result = self.follower.run()
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            self.error = exc
+
+    def join(self, timeout=30):
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "follow did not end"
+        return self
+
+
+@pytest.mark.parametrize("fault", ["refuse", "hang"])
+def test_follow_survives_an_unreachable_dashboard_and_goes_on(dashboard, fault, capsys):
+    dashboard.job("j1", "RUNNING", "epoch 1\n")
+    beats = []
+    run = Run(jobs.Follower(dashboard.url, "j1", timeout=120, outage_tolerance=60, heartbeat=lambda: beats.append(1), **FAST))
+    eventually(lambda: run.follower.logs, 10, what="the first log line")
+    getattr(dashboard, fault)()
+    # The outage lasts a few failed tries (each a refused connect or a 0.5 s read timeout).
+    eventually(lambda: run.follower.outage.tries >= 2, 30, what="two failed tries")
+    beats_in_outage = len(beats)
+    dashboard.job("j1", "SUCCEEDED", "epoch 1\nepoch 2\nKFP_RAY_METRICS {\"acc\": 0.9}\n")
+    dashboard.serve()
+    run.join()
+    assert run.error is None, run.error
+    assert run.result.status == "SUCCEEDED" and run.result.metrics == {"acc": 0.9}
+    out = capsys.readouterr().out
+    assert f"the Ray dashboard {dashboard.url} unreachable since" in out
+    assert "will keep trying until" in out and "outage_tolerance_seconds=60" in out
+    assert "reachable again after" in out and "epoch 2" in out
+    assert beats_in_outage >= 2  # the heartbeat goes on during the outage
+
+
+def test_follow_fails_clearly_once_the_outage_outlasts_the_window(dashboard):
+    dashboard.job("j2", "RUNNING")
+    run = Run(jobs.Follower(dashboard.url, "j2", timeout=120, outage_tolerance=2, **FAST))
+    eventually(lambda: dashboard.seen("GET", "/j2"), 10, what="the first poll")
+    dashboard.refuse()
+    started = time.monotonic()
+    run.join()
+    assert isinstance(run.error, Unreachable), run.error
+    assert time.monotonic() - started < 15
+    msg = str(run.error)
+    assert f"the Ray dashboard {dashboard.url} has been unreachable for" in msg
+    assert "longer than the 2s tolerated (outage_tolerance_seconds)" in msg and "ConnectionError" in msg
+    assert "may still be running" in msg and "raise outage_tolerance_seconds" in msg
+
+
+def test_a_failing_heartbeat_is_logged_and_the_follow_goes_on(dashboard, capsys):
+    dashboard.job("j3", "SUCCEEDED", "done\n")
+
+    def heartbeat():
+        raise RuntimeError("lease renewal refused")
+
+    result = jobs.Follower(dashboard.url, "j3", timeout=60, heartbeat=heartbeat, **FAST).run()
+    assert result.status == "SUCCEEDED"
+    assert "heartbeat failed (RuntimeError: lease renewal refused); carrying on" in capsys.readouterr().out
+
+
+def test_a_job_the_dashboard_no_longer_knows_is_lost_not_an_outage(dashboard):
+    with pytest.raises(jobs.JobLost, match="is not known to the Ray dashboard .* \\(404\\)"):
+        jobs.Follower(dashboard.url, "gone", timeout=60, **FAST).run()
+
+
+def test_the_outage_log_says_what_since_when_and_until_when_once_a_minute(capsys):
+    now = {"t": 1000.0}
+    outage = wait.Outage("the Ray dashboard http://x", 300, clock=lambda: now["t"], wall=lambda: 1_700_000_000 + now["t"])
+    timeline = [(0, True), (20, False), (59, False), (60, True), (100, False), (120, True), (179, False), (180, True),
+                (200, False)]
+    for at, logs in timeline:
+        now["t"] = 1000.0 + at
+        outage.failed(ConnectionError("refused"))
+        line = capsys.readouterr().out
+        assert bool(line) == logs, (at, line)
+        if logs:
+            assert "the Ray dashboard http://x unreachable since 22:30:00 UTC" in line and f"({at}s)" in line
+            assert "will keep trying until 22:35:00 UTC" in line and f"({300 - at}s more" in line
+    now["t"] = 1300.0
+    with pytest.raises(Unreachable, match="unreachable for 300s \\(since 22:30:00 UTC, 10 tries\\)"):
+        outage.failed(TimeoutError("read timed out"))
+    outage.ok()
+    assert "reachable again after 300s" in capsys.readouterr().out
+    assert not outage.ongoing
+
+
+def test_cancelled_is_not_an_exception_so_nothing_swallows_it():
+    assert not issubclass(Cancelled, Exception) and not issubclass(Cancelled, KfpRayError)
+    calls = []
+
+    def cancelled():
+        calls.append(1)
+        raise Cancelled()
+
+    with pytest.raises(Cancelled):
+        wait.retry(cancelled, "x", sleep=lambda s: None)
+    with pytest.raises(Cancelled):
+        wait.beat(cancelled)
+    assert calls == [1, 1]

@@ -1,0 +1,86 @@
+"""The data connection as the compiled pipelines mount it: into every task that touches S3 or
+prints a job's log (follow, for redaction), with AWS_DEFAULT_REGION optional, as KFP 2.17's
+driver turns the kfp-kubernetes spec into the pod's env (backend/src/v2/driver/k8s.go: each
+secretAsEnv entry's keys become env with secretKeyRef{name, key, optional of the entry}),
+resolved by the sandbox's kubelet against a data connection without a region."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from pipelines import registry
+from pipelines.common import DATA_CONNECTION_KEYS, data_connection_env
+from sandbox.controllers.kubelet import ConfigError, container_env
+
+NOREGION = "aws-connection-noregion"
+S3_TASKS = {"exec-stage-dataset", "exec-submit-ray-job", "exec-follow-ray-job", "exec-publish-training-results"}
+
+
+def executors(name):
+    platform = list(yaml.safe_load_all(registry.compiled_path(name).read_text()))[1]
+    return platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+
+
+def with_a_data_connection() -> list[str]:
+    """The pipelines that take a data connection (the training ones; not the sweeper)."""
+    def inputs(name):
+        spec = next(yaml.safe_load_all(registry.compiled_path(name).read_text()))
+        return (spec["root"].get("inputDefinitions") or {}).get("parameters", {})
+    return [name for name in registry.PIPELINES if "data_connection" in inputs(name)]
+
+
+def driver_env(secret_as_env: list, secret_name: str) -> list[dict]:
+    """What KFP 2.17's driver puts into the task pod for the secretAsEnv entries."""
+    return [{"name": m["envVar"], "valueFrom": {"secretKeyRef": {"name": secret_name, "key": m["secretKey"],
+                                                                 "optional": entry.get("optional", False)}}}
+            for entry in secret_as_env for m in entry["keyToEnv"]]
+
+
+def test_the_training_pipelines_take_a_data_connection():
+    assert {"ray_training", "fashion_mnist", "xgboost_tune"} <= set(with_a_data_connection())
+
+
+@pytest.mark.parametrize("name", with_a_data_connection())
+def test_every_s3_task_and_follow_mount_the_data_connection_with_an_optional_region(name):
+    ex = executors(name)
+    assert {k for k, v in ex.items() if "secretAsEnv" in v} == S3_TASKS
+    for task in S3_TASKS:
+        entries = ex[task]["secretAsEnv"]
+        by_optional = {e["optional"]: {m["secretKey"] for m in e["keyToEnv"]} for e in entries}
+        assert by_optional == {False: set(DATA_CONNECTION_KEYS), True: {"AWS_DEFAULT_REGION"}}, task
+        assert all(e["secretNameParameter"]["componentInputParameter"].endswith("data_connection") for e in entries)
+
+
+@pytest.fixture
+def noregion_secret(box, sbx):
+    """An RHOAI data connection whose region was left empty (the key is absent)."""
+    v1 = k8s.CoreV1Api(sbx.api_client())
+    values = {k: v for k, v in sbx.data_connection().items() if k != "AWS_DEFAULT_REGION"}
+    body = k8s.V1Secret(metadata=k8s.V1ObjectMeta(name=NOREGION, labels={"opendatahub.io/dashboard": "true"},
+                                                  annotations={"opendatahub.io/connection-type": "s3"}),
+                        type="Opaque", data={k: base64.b64encode(v.encode()).decode() for k, v in values.items()})
+    v1.create_namespaced_secret(sbx.namespace, body)
+    yield values
+    v1.delete_namespaced_secret(NOREGION, sbx.namespace)
+
+
+def test_a_task_pod_starts_without_a_region_and_gets_the_other_keys(box, sbx, noregion_secret):
+    pod = {"metadata": {"name": "follow-ray-job-pod", "namespace": sbx.namespace}, "spec": {}, "status": {}}
+    mounted = driver_env(executors("xgboost_tune")["exec-follow-ray-job"]["secretAsEnv"], NOREGION)
+    env = container_env(box.store, box.registry, pod, {"name": "main", "env": mounted})
+    assert env == {k: noregion_secret[k] for k in DATA_CONNECTION_KEYS}
+    assert env == data_connection_env(noregion_secret)  # what `run --local` and the tests give kfp.local tasks
+    # Before: all five keys in one entry, none optional: the kubelet refuses to start the pod.
+    before = [{"keyToEnv": [{"secretKey": k, "envVar": k} for k in (*DATA_CONNECTION_KEYS, "AWS_DEFAULT_REGION")],
+               "optional": False}]
+    with pytest.raises(ConfigError, match=f"couldn't find key AWS_DEFAULT_REGION in Secret sandbox/{NOREGION}"):
+        container_env(box.store, box.registry, pod, {"name": "main", "env": driver_env(before, NOREGION)})
+
+
+def test_a_missing_required_key_fails_like_the_pod_would():
+    with pytest.raises(KeyError, match="AWS_S3_BUCKET"):
+        data_connection_env({"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b", "AWS_S3_ENDPOINT": "c"})
