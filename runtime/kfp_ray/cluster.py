@@ -359,8 +359,11 @@ def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: floa
     c.done()
     check_namespace(spec)
     check_data_connection(spec)
-    queue = resolve_queue(spec)
-    check_quota(spec, queue)
+    from .queues import read_once
+
+    with read_once():
+        queue = resolve_queue(spec)
+        check_quota(spec, queue)
     body = build_manifest(spec, queue, lease_seconds=admission_timeout + startup_timeout + lease_seconds)
     creation = Creation()
     with sigterm_raises():

@@ -21,6 +21,7 @@ from .validate import Checker, label_value
 from .wait import Backoff, Outage, beat, first_line, is_transient, log, retry
 
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+SUBMIT_WINDOW = 120.0  # seconds a fresh head may answer 5xx to a submission
 METRICS_PREFIX = "KFP_RAY_METRICS"
 _METRICS_LINE = re.compile(rf"^{METRICS_PREFIX}\s+(\{{.*\}})\s*$")
 EXCLUDE = {"__pycache__", ".git", ".ipynb_checkpoints"}
@@ -78,19 +79,28 @@ class RayJobsClient:
         """Submit; a job already submitted under this id (a retried task) is adopted."""
         body = {"entrypoint": entrypoint, "submission_id": submission_id, "runtime_env": runtime_env, "metadata": metadata}
         # Ray answers a duplicate submission id with an error (500 through its job agent).
-        r = self._call("POST", "/api/jobs/", "the job submission", ok=(200, 400, 500), json=body)
-        if r.status_code == 200:
-            return r.json()["submission_id"], False
-        if "already exists" in r.text:
-            self.info(submission_id)
-            return submission_id, True
-        if r.status_code >= 500:  # not a duplicate: a real server error, worth the bounded retries
-            return self._retry_submit(body)
-        raise KfpRayError(f"Ray rejected the job: {r.text.strip().splitlines()[-1][:500]}")
-
-    def _retry_submit(self, body: dict) -> tuple[str, bool]:
-        r = self._call("POST", "/api/jobs/", "the job submission", json=body)
-        return r.json()["submission_id"], False
+        # A head that has just become ready may still answer 500 ("cannot connect to the job
+        # agent") for a while, longer on a busy node: ride that out for SUBMIT_WINDOW, re-sending
+        # the same submission id (an earlier try that did get through is then "already exists").
+        deadline = time.monotonic() + SUBMIT_WINDOW
+        backoff = Backoff(1.0, 1.5, 10.0)
+        while True:
+            r = self._call("POST", "/api/jobs/", "the job submission", ok=(200, 400, 500, 502, 503, 504), json=body)
+            if r.status_code == 200:
+                return r.json()["submission_id"], False
+            if "already exists" in r.text:
+                self.info(submission_id)
+                return submission_id, True
+            last = r.text.strip().splitlines()[-1][:300] if r.text.strip() else str(r.status_code)
+            if r.status_code < 500:
+                raise KfpRayError(f"Ray rejected the job: {last}")
+            if time.monotonic() >= deadline:
+                raise KfpRayError(f"the Ray dashboard answered {r.status_code} to the job submission for "
+                                  f"{SUBMIT_WINDOW:.0f}s: {last}. Fix: check the head pod's logs (its job agent)")
+            delay = backoff.next()
+            log(f"the job submission got {r.status_code} (the head's job agent may still be starting): {last}; "
+                f"trying again in {delay:.1f}s, until {SUBMIT_WINDOW:.0f}s have passed")
+            time.sleep(delay)
 
     def info(self, job_id: str, timeout=None) -> dict:
         return self._call("GET", f"/api/jobs/{job_id}", f"the status of job {job_id}", timeout=timeout).json()

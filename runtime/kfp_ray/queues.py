@@ -7,6 +7,7 @@ inferred from the RayCluster alone."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from . import kube
@@ -20,14 +21,46 @@ DEFAULT_QUEUE_ANNOTATION = "kueue.x-k8s.io/default-queue"
 DEFAULT_QUEUE_NAME = "default"
 
 
+_local_queues: dict | None = None
+
+
+@contextlib.contextmanager
+def read_once():
+    """Inside this block (one provisioning) a LocalQueue is read once: a refusal (403) or
+    absence (404) is remembered too, so a service account that may not read Kueue objects is
+    refused once, not again by each check that wants the queue."""
+    global _local_queues
+    _local_queues = {}
+    try:
+        yield
+    finally:
+        _local_queues = None
+
+
+def read_local_queue(namespace: str, name: str) -> dict:
+    memo = _local_queues if _local_queues is not None else {}
+    key = (namespace, name)
+    if key not in memo:
+        try:
+            memo[key] = kube.call(kube.custom().get_namespaced_custom_object, *KUEUE, namespace,
+                                  "localqueues", name, what="read the LocalQueue")
+        except Exception as exc:  # noqa: BLE001
+            if not (kube.forbidden(exc) or kube.not_found(exc)):
+                raise
+            memo[key] = exc
+    got = memo[key]
+    if isinstance(got, BaseException):
+        raise got
+    return got
+
+
 def resolve_queue(namespace: str, local_queue: str) -> str:
     """The LocalQueue to use: the given one (checked where readable); else the namespace's
     LocalQueue annotated kueue.x-k8s.io/default-queue=true, else the one named `default`."""
     co = kube.custom()
     if local_queue:
         try:
-            kube.call(co.get_namespaced_custom_object, *KUEUE, namespace, "localqueues", local_queue,
-                      what="read the LocalQueue")
+            read_local_queue(namespace, local_queue)
         except Exception as exc:  # noqa: BLE001
             if kube.not_found(exc):
                 raise InputError("local_queue", f"LocalQueue {local_queue!r} does not exist in namespace {namespace!r}",
@@ -76,8 +109,7 @@ def nominal_quota(namespace: str, local_queue: str) -> Quota | None:
 
     co = kube.custom()
     try:
-        lq = kube.call(co.get_namespaced_custom_object, *KUEUE, namespace, "localqueues", local_queue,
-                       what="read the LocalQueue")
+        lq = read_local_queue(namespace, local_queue)
         name = (lq.get("spec") or {}).get("clusterQueue") or ""
         cq = kube.call(co.get_cluster_custom_object, *KUEUE, "clusterqueues", name, what="read the ClusterQueue")
     except Exception as exc:  # noqa: BLE001
