@@ -136,23 +136,15 @@ def run_local(box, tmp_path):
 def ray_cluster(box):
     """One small real RayCluster for a test module, provisioned by the runtime library
     (as admin); deleted at the end. Yields kfp_ray.cluster.Provisioned."""
-    from kfp_ray import cluster, kube, tasks
+    from kfp_ray import cluster, tasks
 
-    saved = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = box.info["kubeconfig"]
-    kube.api_client.cache_clear()
-    try:
-        p = tasks.provision(run_id=f"fixture-{os.getpid()}", cluster_name="shared-ray", namespace="sandbox",
-                            local_queue="local-queue-test", num_workers=0, head_cpu="2", head_memory="2Gi",
-                            startup_timeout=120)
-        yield p
-    finally:
+    from tests.helpers import kube_identity
+
+    with kube_identity(box.info["kubeconfig"]):
         try:
+            yield tasks.provision(run_id=f"fixture-{os.getpid()}", cluster_name="shared-ray", namespace="sandbox",
+                                  local_queue="local-queue-test", num_workers=0, head_cpu="2", head_memory="2Gi",
+                                  startup_timeout=120)
+        finally:
             if not box.stopped:  # else an interrupted run: nothing to delete
                 cluster.delete("shared-ray", "sandbox")
-        finally:
-            if saved is None:
-                os.environ.pop("KUBECONFIG", None)
-            else:
-                os.environ["KUBECONFIG"] = saved
-            kube.api_client.cache_clear()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 
 
@@ -40,3 +42,22 @@ def eventually(fn, timeout: float = 30.0, interval: float = 0.1, what: str = "co
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+@contextlib.contextmanager
+def kube_identity(kubeconfig: str):
+    """Inside this block kfp_ray.kube talks to the API as that kubeconfig's user (what
+    KUBECONFIG does in a task), for module-scoped fixtures that cannot use monkeypatch."""
+    from kfp_ray import kube
+
+    saved = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = kubeconfig
+    kube.api_client.cache_clear()
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = saved
+        kube.api_client.cache_clear()

@@ -25,7 +25,11 @@ import pytest
 from kubernetes import client as k8s
 
 from sandbox.client import SandboxClient
-from sandbox.reaper import TAG_ENV, pid_alive
+from sandbox.reaper import (
+    TAG_ENV,
+    _read,  # /proc reads that tolerate a process gone meanwhile
+    pid_alive,
+)
 from tests.helpers import eventually, raycluster
 
 pytestmark = pytest.mark.ray
@@ -37,14 +41,6 @@ NUL = b"\0"
 
 
 # --- reading the machine ------------------------------------------------------------------------
-def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError:
-        return b""
-
-
 def listening_sockets(pid: int | None = None) -> dict[int, str]:
     """Listening TCP sockets, inode -> "addr:port" (hex, as /proc/net/tcp has it); of one
     process if pid is given (its API server, S3, kube-proxy: every port it serves)."""

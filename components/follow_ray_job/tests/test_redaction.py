@@ -16,6 +16,7 @@ from kubernetes import client as k8s
 
 from pipelines.common import data_connection_env
 from sandbox.client import SandboxClient
+from tests.helpers import kube_identity
 
 pytestmark = pytest.mark.ray
 COMPONENT = "components.follow_ray_job.component:follow_ray_job"
@@ -42,29 +43,20 @@ def noregion(box):
 def dc_cluster(box, noregion):
     """A head-only cluster with that data connection, provisioned as pipeline-runner through
     two failed pulls and one exit of the head (kubelet back-off shortened to 0.25 s)."""
-    from kfp_ray import cluster, kube, tasks
+    from kfp_ray import cluster, tasks
 
     client = SandboxClient(box.info)
     client.set_faults({"clusters": {CLUSTER: {"image_pull_failures": 2, "crash_loop": 1}},
                        "platform": {"kubelet_backoff_s": 0.25}})
-    saved = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = box.info["kubeconfig_pipeline_runner"]
-    kube.api_client.cache_clear()
-    try:
-        yield tasks.provision(run_id=f"dc-{os.getpid()}", cluster_name=CLUSTER, namespace="sandbox",
-                              local_queue="local-queue-test", num_workers=0, head_cpu="1", head_memory="2Gi",
-                              data_connection=NOREGION, startup_timeout=180)
-    finally:
+    with kube_identity(box.info["kubeconfig_pipeline_runner"]):
         try:
+            yield tasks.provision(run_id=f"dc-{os.getpid()}", cluster_name=CLUSTER, namespace="sandbox",
+                                  local_queue="local-queue-test", num_workers=0, head_cpu="1", head_memory="2Gi",
+                                  data_connection=NOREGION, startup_timeout=180)
+        finally:
             client.clear_faults()
             if not box.stopped:
                 cluster.delete(CLUSTER, "sandbox")
-        finally:
-            if saved is None:
-                os.environ.pop("KUBECONFIG", None)
-            else:
-                os.environ["KUBECONFIG"] = saved
-            kube.api_client.cache_clear()
 
 
 def test_two_failed_pulls_and_one_crash_were_ridden_out(dc_cluster, sbx):
