@@ -14,14 +14,64 @@ from sandbox.client import SandboxClient
 
 def pytest_configure(config):
     """SIGTERM unwinds a test run like Ctrl-C, so the session's sandbox stops in order (its
-    watchdog covers SIGKILL)."""
+    watchdog covers SIGKILL). Under xdist each worker has its own sandbox: the controller
+    passes a SIGTERM on to its workers, and a worker dies with its controller (a SIGKILLed
+    controller included), so its sandbox's watchdog reaps at once."""
     import signal
     import threading
 
-    from sandbox.reaper import raise_interrupt
+    from sandbox.reaper import children, die_with_parent, raise_interrupt, signal_pid
 
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    if threading.current_thread() is not threading.main_thread():
+        return
+    worker = hasattr(config, "workerinput")
+    if worker:
+        die_with_parent()
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+    if worker or not config.pluginmanager.hasplugin("dsession"):
         signal.signal(signal.SIGTERM, raise_interrupt)
+        return
+
+    def controller_sigterm(signum, frame):
+        for pid in children(os.getpid()):  # the workers, each stopping its own sandbox
+            signal_pid(pid, signal.SIGTERM)
+        raise_interrupt(signum, frame)
+
+    signal.signal(signal.SIGTERM, controller_sigterm)
+
+
+# Modules that take longest, started first: under xdist (`-n 3 --dist loadscope
+# --no-loadscope-reorder`, pyproject.toml) each module runs whole on one worker, in this order,
+# so the longest do not end up last, alone. The fault matrix runs its rows concurrently and
+# spends most of its time waiting (3-minute outages), while other workers run the rest.
+FIRST = (
+    "tests/reliability/test_fault_matrix.py",
+    "tests/pipelines/test_run_local.py",
+    "tests/reliability/test_owner_death.py",
+    "tests/components/test_pipeline.py",
+    "components/provision_ray_cluster/tests/test_provision.py",
+    "tests/sandbox/test_faults.py",
+    "components/provision_ray_cluster/tests/test_platform.py",
+    "tests/reliability/test_sweeper.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {path: i for i, path in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(FIRST)))  # stable: the rest keep their order
+
+
+def pytest_runtest_logreport(report):
+    from tests.reliability import summary
+
+    summary.collect(report)
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests.reliability import summary
+
+    summary.print_table(terminalreporter)
 
 
 def pytest_keyboard_interrupt(excinfo):

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import os
 import shutil
 import tarfile
 import tempfile
 from pathlib import Path
 
 from kfp import dsl
+
+from components import PREINSTALLED_ENV
 
 RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
 BASE_IMAGE = "registry.access.redhat.com/ubi9/python-311:latest"
@@ -20,6 +23,11 @@ CODEFLARE = ["codeflare-sdk==0.34.0", "kubernetes==30.1.0"]
 RAY_JOBS = ["requests>=2.31,<3", "boto3>=1.34,<2", "kubernetes==30.1.0"]
 S3 = ["boto3>=1.34,<2"]
 DATA = ["boto3>=1.34,<2", "numpy>=1.26", "scikit-learn==1.9.1"]
+
+
+def preinstalled() -> bool:
+    """Build without pip installs (see components.PREINSTALLED_ENV)."""
+    return os.environ.get(PREINSTALLED_ENV) == "1"
 
 
 def _normalize(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -65,9 +73,10 @@ def ray_component(packages: list[str], code_dir: str | Path | None = None):
             shutil.copytree(Path(code_dir), stage / "code")
             embed = stage
         try:
+            installs = {"packages_to_install": [], "install_kfp_package": False} if preinstalled() else \
+                {"packages_to_install": list(packages)}
             with reproducible_archives():
-                return dsl.component(func, base_image=BASE_IMAGE, packages_to_install=list(packages),
-                                     embedded_artifact_path=str(embed))
+                return dsl.component(func, base_image=BASE_IMAGE, embedded_artifact_path=str(embed), **installs)
         finally:
             if stage is not None:
                 shutil.rmtree(stage, ignore_errors=True)

@@ -20,6 +20,7 @@ import sysconfig
 import venv
 from pathlib import Path
 
+from components import PREINSTALLED_ENV
 from sandbox.reaper import SIGNAL_SLICE_S, session_tree, signal_pid, wait_gone
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +49,11 @@ def run(target: str, arguments: dict, env: dict | None = None, pipeline_root: st
     """Run pipeline `module:attr` (or a compiled YAML file) with kfp.local in the isolated
     env. Streams the run's log to `output` (default stdout); returns the runner's result
     (status, outputs, error). With the sandbox's `watchdog`, the runner, its tasks and the
-    run's temp dir die with the sandbox's owner, however it dies."""
+    run's temp dir die with the sandbox's owner, however it dies.
+
+    A `module:attr` pipeline is built without its tasks' pip installs (the isolated env has
+    every package; components._build.PREINSTALLED_ENV); a compiled YAML file runs its tasks'
+    commands as compiled, pip installs included."""
     import shutil
     import tempfile
 
@@ -58,6 +63,8 @@ def run(target: str, arguments: dict, env: dict | None = None, pipeline_root: st
         spec = {"target": target, "arguments": arguments, "pipeline_root": pipeline_root or str(tmp / "root"),
                 "result": str(result_file)}
         tag = watchdog.env() if watchdog is not None else {}
+        if not target.endswith((".yaml", ".yml")):
+            tag = {**tag, PREINSTALLED_ENV: "1"}
         # kfp.local and its tasks make temp dirs they never remove (each task's `mktemp -d`
         # program dir, the workspace): inside the run's temp dir, they go with it.
         (tmp / "tmp").mkdir()

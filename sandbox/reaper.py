@@ -319,6 +319,26 @@ class Watchdog:
                 self.proc.wait(timeout=5)
 
 
+def children(pid: int) -> list[int]:
+    """The live direct children of pid."""
+    return sorted(p for p, (ppid, _, _) in _processes().items() if ppid == pid)
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Linux: this process gets `sig` when its parent dies, however the parent dies
+    (prctl PR_SET_PDEATHSIG), e.g. a pytest-xdist worker whose controller was SIGKILLed: its
+    own watchdog then reaps what it started. Call it from the thread that lives as long as
+    the process (the parent thread's end counts as the parent's death)."""
+    import ctypes
+
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(1, int(sig), 0, 0, 0) != 0:  # 1: PR_SET_PDEATHSIG
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), sig)
+
+
 def raise_interrupt(signum, frame):
     """A SIGTERM handler: unwind like Ctrl-C (KeyboardInterrupt), so with/finally cleanups run."""
     raise KeyboardInterrupt(f"signal {signum}")

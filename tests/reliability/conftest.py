@@ -1,77 +1,13 @@
-"""The reliability suite's summary: every fault-matrix row records what it measured through the
-`recorder` fixture, and `python -m pytest tests/reliability` ends with the table (fault,
-outcome, seconds to detect, seconds to release quota, leaks, row seconds)."""
+"""The fault matrix's `recorder`: each row's measurements, for the summary table
+(tests/reliability/summary.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 
-RECORDED: list[dict] = []
-
-
-@dataclass
-class Recorder:
-    """One row of the summary table, filled by the test that measured it."""
-
-    test: str
-    entry: dict = field(default_factory=dict)
-
-    def record(self, fault: str, outcome: str, detect_s: float | None, release_s: float | None, leaks: dict | None,
-               seconds: float | None, expected: str = "", notes: str = "") -> None:
-        self.entry = {"fault": fault, "outcome": outcome, "expected": expected, "detect_s": detect_s,
-                      "release_s": release_s, "leaks": leaks, "seconds": seconds, "notes": notes, "test": self.test}
+from tests.reliability.summary import Recorder
 
 
 @pytest.fixture
 def recorder(request):
-    rec = Recorder(request.node.nodeid)
-    yield rec
-    if rec.entry:
-        report = getattr(request.node, "rep_call", None)
-        rec.entry["passed"] = "pass" if report is not None and report.passed else \
-            "skip" if report is not None and report.skipped else "FAIL"
-        RECORDED.append(rec.entry)
-
-
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    rep = outcome.get_result()
-    if rep.when == "call" or (rep.when == "setup" and rep.skipped):
-        item.rep_call = rep
-
-
-def _cell(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.1f}"
-    if isinstance(value, dict):
-        leaked = {k: v for k, v in value.items() if v}
-        return "none" if not leaked else ", ".join(f"{v} {k}" for k, v in leaked.items())
-    return str(value)
-
-
-def table(entries: list[dict]) -> list[str]:
-    head = ("fault", "outcome", "detect s", "release s", "leaks", "row s", "test")
-    rows = [(e["fault"], e["outcome"], _cell(e["detect_s"]), _cell(e["release_s"]),
-             _cell(e["leaks"]) if e["leaks"] is not None else "-", _cell(e["seconds"]), e.get("passed", "?"))
-            for e in entries]
-    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
-    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
-    return [line(head), line(tuple("-" * w for w in widths))] + [line(r) for r in rows]
-
-
-def pytest_terminal_summary(terminalreporter):
-    if not RECORDED:
-        return
-    tr = terminalreporter
-    tr.section("fault matrix")
-    tr.write_line("detect s: from the fault to the run's first reaction (its log line, or its delete of the cluster); "
-                  "release s: from the fault (or, for a run that succeeds, the job's end) to the ClusterQueue no longer "
-                  "counting the cluster's Workload; leaks: RayClusters, Workloads holding quota, Ray processes of the row's "
-                  "cluster once its run ended (+60 s at most); row s: the row's wall time (rows run concurrently).")
-    for line in table(RECORDED):
-        tr.write_line(line)
+    return Recorder(request.node)

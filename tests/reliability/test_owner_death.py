@@ -28,6 +28,7 @@ from sandbox.client import SandboxClient
 from sandbox.reaper import (
     TAG_ENV,
     _read,  # /proc reads that tolerate a process gone meanwhile
+    descendants,
     pid_alive,
 )
 from tests.helpers import eventually, raycluster
@@ -61,13 +62,15 @@ def listening_sockets(pid: int | None = None) -> dict[int, str]:
     return {inode: addr for inode, addr in socks.items() if inode in mine}
 
 
-def watchdog_of(owner: int) -> tuple[int, str]:
-    """The owner's watchdog: its pid and tag, from its command line."""
+def watchdog_of(owner: int) -> tuple[int, str, int]:
+    """The owner's sandbox watchdog: its pid, tag, and the process it watches (the owner, or
+    under pytest-xdist the owner's worker that started the sandbox), from its command line."""
+    ours = {owner, *descendants(owner)}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             args = _read(f"/proc/{entry}/cmdline").split(b"\0")
-            if any(a.endswith(b"sandbox/reaper.py") for a in args) and args[args.index(b"--owner") + 1] == str(owner).encode():
-                return int(entry), args[args.index(b"--tag") + 1].decode()
+            if any(a.endswith(b"sandbox/reaper.py") for a in args) and int(args[args.index(b"--owner") + 1]) in ours:
+                return int(entry), args[args.index(b"--tag") + 1].decode(), int(args[args.index(b"--owner") + 1])
     raise AssertionError(f"no watchdog for owner {owner}")
 
 
@@ -80,7 +83,7 @@ def leftovers(snap: dict) -> list[str]:
         if not entry.isdigit() or int(entry) == os.getpid() or not pid_alive(int(entry)):
             continue
         cmd, env = _read(f"/proc/{entry}/cmdline"), b"\0" + _read(f"/proc/{entry}/environ")
-        if int(entry) in (snap["owner"], snap["watchdog"]) or tag in env or any(m in cmd or m in env for m in markers):
+        if int(entry) in (snap["owner"], snap["server"], snap["watchdog"]) or tag in env or any(m in cmd or m in env for m in markers):
             out.append(f"process {entry}: {cmd[:150].replace(NUL, b' ').decode(errors='replace')}")
     still = listening_sockets()
     out += [f"listening socket {addr} (port {int(addr.rsplit(':', 1)[1], 16)})"
@@ -101,13 +104,13 @@ def snapshot(owner: int, state_dir: Path, tmpdir: Path | None, keep_logs: bool) 
     records = [json.loads(f.read_text()) for f in (state_dir / "pods").glob("*.pid")]
     ray_dirs = [r["temp_dir"] for r in records]
     assert ray_dirs and all(r.get("pgid") for r in records), records
-    watchdog, tag = watchdog_of(owner)
+    watchdog, tag, server = watchdog_of(owner)
     urls = sorted({v for v in info.values() if isinstance(v, str) and re.match(r"\w+://[^/:]+:\d+", v)})
-    sockets = listening_sockets(owner)
+    sockets = listening_sockets(server)
     ports = {int(addr.rsplit(":", 1)[1], 16) for addr in sockets.values()}
     assert urls and all(int(u.rsplit(":", 1)[1]) in ports for u in urls), (urls, sockets)  # API server, S3
     markers = [*ray_dirs, str(state_dir), *([str(tmpdir)] if tmpdir else [])]
-    return {"owner": owner, "watchdog": watchdog, "tag": tag, "ray_dirs": ray_dirs, "sockets": sockets,
+    return {"owner": owner, "server": server, "watchdog": watchdog, "tag": tag, "ray_dirs": ray_dirs, "sockets": sockets,
             "markers": markers, "state_dir": str(state_dir), "tmpdir": tmpdir, "keep_logs": keep_logs}
 
 
@@ -219,14 +222,15 @@ class PipelinesRun(Owner):
 
 
 class PytestRun(Owner):
-    """A pytest run (the root conftest's `box`) whose test holds a ready head-only cluster."""
+    """A pytest run as `make test` runs it (pytest-xdist: the sandbox is a worker's), whose test
+    holds a ready head-only cluster."""
 
     keep_logs = True
 
     def start(self) -> None:
         self.marker = self.workdir / "holding"
-        self.state_dir = self.workdir / "pt" / "sandbox0"  # tmp_path_factory.mktemp("sandbox")
-        self.launch([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(self.workdir / "pt"),
+        self.state_dir = self.workdir / "pt" / "popen-gw0" / "sandbox0"  # the worker's tmp_path_factory.mktemp("sandbox")
+        self.launch([sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider", "--basetemp", str(self.workdir / "pt"),
                      "tests/reliability/owner_holds_a_cluster.py"], KFP_RAY_HOLD_MARKER=str(self.marker))
 
     def ready(self) -> bool:

@@ -46,3 +46,37 @@ def test_compiling_twice_gives_identical_bytes_with_the_runtime_inside(module, a
     names = tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b64decode(archive)))).getnames()
     assert "./kfp_ray/cluster.py" in names and "./kfp_ray/jobs.py" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_preinstalled_components_run_no_pip_and_the_default_installs_the_pinned_packages(tmp_path, monkeypatch):
+    """kfp.local runs of Python pipelines build components with PREINSTALLED_ENV=1: the task's
+    command has no pip install (the isolated env has every package); without it, the task
+    installs the KFP SDK and its pinned packages, as on a cluster."""
+    import importlib
+    import sys
+
+    import yaml
+
+    from components import PREINSTALLED_ENV
+
+    module, attr = COMPONENTS[0]
+
+    def command(env_value):
+        if env_value is None:
+            monkeypatch.delenv(PREINSTALLED_ENV, raising=False)
+        else:
+            monkeypatch.setenv(PREINSTALLED_ENV, env_value)
+        sys.modules.pop(module, None)
+        text = compile_to_text(module, attr, tmp_path / f"{env_value}.yaml")
+        spec = yaml.safe_load(text)
+        (executor,) = spec["deploymentSpec"]["executors"].values()
+        return " ".join(executor["container"]["command"])
+
+    try:
+        assert "pip install" not in command("1")
+        default = command(None)
+        assert "'kfp==2.17.0'" in default and "'codeflare-sdk==0.34.0'" in default
+    finally:
+        monkeypatch.delenv(PREINSTALLED_ENV, raising=False)
+        sys.modules.pop(module, None)
+        importlib.import_module(module)
