@@ -14,9 +14,10 @@ from sandbox.client import SandboxClient
 
 def pytest_configure(config):
     """SIGTERM unwinds a test run like Ctrl-C, so the session's sandbox stops in order (its
-    watchdog covers SIGKILL). Under xdist each worker has its own sandbox: the controller
-    passes a SIGTERM on to its workers, and a worker dies with its controller (a SIGKILLed
-    controller included), so its sandbox's watchdog reaps at once."""
+    watchdog covers SIGKILL). Under xdist each worker has its own sandbox, whose watchdog
+    watches the worker: a worker dies with its controller (a SIGKILLed one included), and the
+    controller passes a SIGTERM on to its workers, which exit at once (their watchdogs reap;
+    an orderly stop would wait on the controller, which waits on them)."""
     import signal
     import threading
 
@@ -24,17 +25,18 @@ def pytest_configure(config):
 
     if threading.current_thread() is not threading.main_thread():
         return
-    worker = hasattr(config, "workerinput")
-    if worker:
+    if hasattr(config, "workerinput"):
         die_with_parent()
+        signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(128 + signum))
+        return
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return
-    if worker or not config.pluginmanager.hasplugin("dsession"):
+    if not config.pluginmanager.hasplugin("dsession"):
         signal.signal(signal.SIGTERM, raise_interrupt)
         return
 
     def controller_sigterm(signum, frame):
-        for pid in children(os.getpid()):  # the workers, each stopping its own sandbox
+        for pid in children(os.getpid()):
             signal_pid(pid, signal.SIGTERM)
         raise_interrupt(signum, frame)
 
