@@ -56,13 +56,18 @@ RUNNING = r"job \S+: RUNNING"
 
 
 # --- rows: the job ----------------------------------------------------------------------------
-def job_exits_nonzero(ctx):
+def _job_fails(ctx, entrypoint: str) -> str:
+    """Run a job that fails on its own; the run's log, with when it failed and was seen to."""
     watch = ctx.jobs()
-    run = ctx.run(entrypoint="python -c 'import sys; print(\"training diverged\", flush=True); sys.exit(3)'")
+    run = ctx.run(entrypoint=entrypoint)
     run.wait(240)
     ctx.t_fault = watch.ended()
     ctx.t_detect = run.log.first(r"JobFailed|job \S+: FAILED", after=ctx.t_fault or 0)
-    text = run.log.text()
+    return run.log.text()
+
+
+def job_exits_nonzero(ctx):
+    text = _job_fails(ctx, "python -c 'import sys; print(\"training diverged\", flush=True); sys.exit(3)'")
     assert "training diverged" in text and "exit code 3" in text, text[-3000:]
 
 
@@ -78,12 +83,7 @@ def job_exceeds_timeout(ctx):
 
 
 def entrypoint_missing(ctx):
-    watch = ctx.jobs()
-    run = ctx.run(entrypoint="python train_missing.py --epochs 3")
-    run.wait(240)
-    ctx.t_fault = watch.ended()
-    ctx.t_detect = run.log.first(r"JobFailed|job \S+: FAILED", after=ctx.t_fault or 0)
-    text = run.log.text()
+    text = _job_fails(ctx, "python train_missing.py --epochs 3")
     assert "train_missing.py" in text and re.search(r"No such file|can't open file", text), text[-3000:]
 
 
@@ -401,13 +401,6 @@ def retry_every_task(ctx):
 
 
 # --- row: kill -9 of follow, no exit handler: the lease sweeper ---------------------------------
-def _sweeper_missing() -> str | None:
-    r = subprocess.run([sys.executable, "-m", "pipelines", "gc", "--help"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "runtime"), str(ROOT)])})
-    return None if r.returncode == 0 else ("PENDING: needs the lease sweeper (`python -m pipelines gc`, helper 'lease' "
-                                           "of issue 9), not merged yet")
-
-
 def kill9_follow_no_exit_handler(ctx):
     """A deleted run: follow and the whole run are SIGKILLed, no exit handler runs, the cluster is
     left. Its lease runs out (set to the past here rather than waiting the default 10 min) and
@@ -470,8 +463,7 @@ ROWS = [
     Row("api_latency", "API latency 1.5 s on every cluster request", "SUCCESS", api_latency),
     Row("auth_401", "401 (unknown token)", "FAILURE", auth_failure(401), quota=False),
     Row("auth_403", "403 (no role in the project)", "FAILURE", auth_failure(403), quota=False),
-    Row("kill9_no_exit_handler", "kill -9 of follow, no exit handler (sweeper)", "FAILURE", kill9_follow_no_exit_handler,
-        pending=_sweeper_missing),
+    Row("kill9_no_exit_handler", "kill -9 of follow, no exit handler (sweeper)", "FAILURE", kill9_follow_no_exit_handler),
 ]
 
 
