@@ -13,10 +13,14 @@ from pathlib import Path
 
 from kfp import dsl
 
-from components import PREINSTALLED_ENV
+from components import IMAGE_ENV, PIP_INDEX_URL_ENV, PIP_TRUSTED_HOST_ENV, PREINSTALLED_ENV
 
 RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
-BASE_IMAGE = "registry.access.redhat.com/ubi9/python-311:latest"
+# The one place the base image is named (the Containerfile's ARG must agree: a test checks).
+# A fixed tag, so the same YAML runs the same code. To bump: pick a newer tag (`skopeo
+# list-tags docker://registry.access.redhat.com/ubi9/python-311`), set it here and in the
+# Containerfile, run `python -m pipelines compile`, and commit compiled/ with it.
+BASE_IMAGE = "registry.access.redhat.com/ubi9/python-311:9.6-1756977307"
 # What each kind of task installs in the base image (pinned like pyproject.toml).
 KUBE = ["kubernetes==30.1.0"]
 CODEFLARE = ["codeflare-sdk==0.34.0", "kubernetes==30.1.0"]
@@ -25,9 +29,20 @@ S3 = ["boto3>=1.34,<2"]
 DATA = ["boto3>=1.34,<2", "numpy>=1.26", "scikit-learn==1.9.1"]
 
 
-def preinstalled() -> bool:
-    """Build without pip installs (see components.PREINSTALLED_ENV)."""
-    return os.environ.get(PREINSTALLED_ENV) == "1"
+def build_options(packages: list[str]) -> dict:
+    """`dsl.component` options for a component that needs `packages`, as the environment asks
+    (see components/__init__.py): the pip path by default, from a mirror if one is given; no
+    pip installs with an image that has everything, or where everything is installed."""
+    image = os.environ.get(IMAGE_ENV, "")
+    if image or os.environ.get(PREINSTALLED_ENV) == "1":
+        return {"base_image": image or BASE_IMAGE, "packages_to_install": [], "install_kfp_package": False}
+    options = {"base_image": BASE_IMAGE, "packages_to_install": list(packages)}
+    index = os.environ.get(PIP_INDEX_URL_ENV, "")
+    if index:
+        # only the host asked for is trusted (kfp would otherwise trust the whole index URL)
+        host = os.environ.get(PIP_TRUSTED_HOST_ENV, "")
+        options |= {"pip_index_urls": [index], "pip_trusted_hosts": [host] if host else []}
+    return options
 
 
 def _normalize(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -73,10 +88,8 @@ def ray_component(packages: list[str], code_dir: str | Path | None = None):
             shutil.copytree(Path(code_dir), stage / "code")
             embed = stage
         try:
-            installs = {"packages_to_install": [], "install_kfp_package": False} if preinstalled() else \
-                {"packages_to_install": list(packages)}
             with reproducible_archives():
-                return dsl.component(func, base_image=BASE_IMAGE, embedded_artifact_path=str(embed), **installs)
+                return dsl.component(func, embedded_artifact_path=str(embed), **build_options(packages))
         finally:
             if stage is not None:
                 shutil.rmtree(stage, ignore_errors=True)

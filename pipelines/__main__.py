@@ -16,6 +16,7 @@ import os
 import sys
 import time
 
+from . import compile as compile_cli
 from . import gc, registry
 
 
@@ -86,21 +87,6 @@ def cmd_list(args) -> int:
         pipeline = registry.load(name)
         desc = pipeline.pipeline_spec.pipeline_info.description
         print(f"{name:14} {desc}")
-    return 0
-
-
-def cmd_compile(args) -> int:
-    from . import compile as comp
-
-    if args.check:
-        stale = comp.stale()
-        if stale:
-            print(f"compiled/ is stale for: {', '.join(stale)}. Run: python -m pipelines compile", file=sys.stderr)
-            return 1
-        print(f"compiled/ is up to date ({len(registry.PIPELINES)} pipelines)")
-        return 0
-    for path in comp.compile_all():
-        print(f"wrote {path.relative_to(registry.ROOT)}")
     return 0
 
 
@@ -214,9 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list the pipelines").set_defaults(fn=cmd_list)
-    c = sub.add_parser("compile", help="compile every pipeline into compiled/")
-    c.add_argument("--check", action="store_true", help="fail if compiled/ is stale")
-    c.set_defaults(fn=cmd_compile)
+    compile_cli.add_parser(sub)
     r = sub.add_parser("run", help="run a pipeline")
     r.add_argument("name")
     r.add_argument("--local", action="store_true", help="on this machine: sandbox + kfp.local")

@@ -1,11 +1,25 @@
-"""Compile every pipeline into compiled/<name>.yaml, reproducibly, and check freshness."""
+"""Compile every pipeline into compiled/<name>.yaml, reproducibly, and check freshness.
+
+By default each task pip-installs the KFP SDK and its pinned packages into the base image
+(components/_build.py), from PyPI or, with --pip-index-url, from a mirror. With --image REF
+(an image built from the Containerfile) every task runs in REF with no pip installs: for
+clusters without the internet, and tasks that start in seconds."""
 
 from __future__ import annotations
 
+import argparse
+import os
+import re
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from . import registry
+
+# an image reference: [registry[:port]/]path[:tag][@sha256:digest], lower-case path
+IMAGE_REF = re.compile(r"^(?:[a-zA-Z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[\w][\w.-]{0,127})?"
+                       r"(?:@sha256:[a-f0-9]{64})?$")
 
 
 def compile_one(pipeline, path: Path) -> bytes:
@@ -15,23 +29,93 @@ def compile_one(pipeline, path: Path) -> bytes:
     return path.read_bytes()
 
 
-def compile_all(out_dir: Path = registry.COMPILED, names=None, loader=registry.load) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+def targets(names=None, loader=registry.load, components=registry.COMPONENTS) -> list[tuple[str, object]]:
+    """(relative path, what compiles there): every pipeline, then every component alone."""
+    out = [(f"{name}.yaml", lambda name=name: loader(name)) for name in names or registry.PIPELINES]
+    out += [(f"components/{name}.yaml", lambda name=name: registry.load_component(name)) for name in components]
+    return out
+
+
+def compile_all(out_dir: Path = registry.COMPILED, names=None, loader=registry.load,
+                components=registry.COMPONENTS) -> list[Path]:
     written = []
-    for name in names or registry.PIPELINES:
-        path = out_dir / f"{name}.yaml"
-        compile_one(loader(name), path)
+    for rel, load in targets(names, loader, components):
+        path = out_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        compile_one(load(), path)
         written.append(path)
     return written
 
 
-def stale(compiled_dir: Path = registry.COMPILED, names=None, loader=registry.load) -> list[str]:
-    """Names whose compiled YAML differs from what their source compiles to now."""
+def stale(compiled_dir: Path = registry.COMPILED, names=None, loader=registry.load,
+          components=registry.COMPONENTS) -> list[str]:
+    """What compiles to other bytes now than its file in compiled/ (pipelines by name,
+    components as components/<name>)."""
     out = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in names or registry.PIPELINES:
-            fresh = compile_one(loader(name), Path(tmp) / f"{name}.yaml")
-            current = compiled_dir / f"{name}.yaml"
+        for rel, load in targets(names, loader, components):
+            fresh = compile_one(load(), Path(tmp) / "fresh.yaml")
+            current = compiled_dir / rel
             if not current.exists() or current.read_bytes() != fresh:
-                out.append(name)
+                out.append(rel.removesuffix(".yaml"))
     return out
+
+
+def add_parser(sub) -> None:
+    c = sub.add_parser("compile", help="compile every pipeline into compiled/ (or --out)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("--check", action="store_true", help="fail if compiled/ is stale")
+    c.add_argument("--out", type=Path, help="write here instead of compiled/ (needed with the options below)")
+    c.add_argument("--image", metavar="REF", help="every task runs in REF, with no pip installs (see Containerfile)")
+    c.add_argument("--pip-index-url", metavar="URL", help="tasks pip-install from URL (a mirror) instead of PyPI")
+    c.add_argument("--pip-trusted-host", metavar="HOST", help="the mirror's host, reached without TLS verification")
+    c.set_defaults(fn=cmd_compile)
+
+
+def build_env(args) -> dict[str, str]:
+    """The component build environment the options ask for (components/__init__.py); bad
+    combinations are refused, naming the option and the fix."""
+    from components import IMAGE_ENV, PIP_INDEX_URL_ENV, PIP_TRUSTED_HOST_ENV
+
+    if args.image and (args.pip_index_url or args.pip_trusted_host):
+        raise SystemExit("compile: --image tasks install nothing; drop --pip-index-url/--pip-trusted-host "
+                         "(or drop --image to keep the pip path)")
+    if args.pip_trusted_host and not args.pip_index_url:
+        raise SystemExit("compile: --pip-trusted-host needs --pip-index-url (the mirror it belongs to)")
+    if args.image and not IMAGE_REF.match(args.image):
+        raise SystemExit(f"compile: --image {args.image!r} is not an image reference; "
+                         "write e.g. quay.io/my-org/kfp-ray-components:1.0 or ...@sha256:<digest>")
+    if args.pip_index_url and not re.match(r"^https?://[^\s/]+", args.pip_index_url):
+        raise SystemExit(f"compile: --pip-index-url {args.pip_index_url!r} must be an http(s) URL, "
+                         "e.g. https://nexus.example.com/repository/pypi/simple")
+    env = {}
+    if args.image:
+        env[IMAGE_ENV] = args.image
+    if args.pip_index_url:
+        env[PIP_INDEX_URL_ENV] = args.pip_index_url
+    if args.pip_trusted_host:
+        env[PIP_TRUSTED_HOST_ENV] = args.pip_trusted_host
+    return env
+
+
+def cmd_compile(args) -> int:
+    env = build_env(args)
+    if env and args.check:
+        raise SystemExit("compile: --check checks compiled/, which is compiled without --image or a mirror")
+    if env and args.out is None:
+        raise SystemExit("compile: with --image or --pip-index-url, give --out DIR (compiled/ keeps the default build)")
+    if env:
+        # components are built when their modules are imported: a fresh process builds them
+        # with these options, whatever this one has imported already
+        return subprocess.run([sys.executable, "-m", "pipelines", "compile", "--out", str(args.out)],
+                              env={**os.environ, **env}, cwd=registry.ROOT, check=False).returncode
+    if args.check:
+        names = stale()
+        if names:
+            print(f"compiled/ is stale for: {', '.join(names)}. Run: python -m pipelines compile", file=sys.stderr)
+            return 1
+        print(f"compiled/ is up to date ({len(registry.PIPELINES)} pipelines, {len(registry.COMPONENTS)} components)")
+        return 0
+    for path in compile_all(args.out or registry.COMPILED):
+        print(f"wrote {path}")
+    return 0

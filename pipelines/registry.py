@@ -1,4 +1,4 @@
-"""The pipelines kfp-ray ships: name -> (import path, compiled file)."""
+"""The pipelines and components kfp-ray ships: name -> (import path, compiled file)."""
 
 from __future__ import annotations
 
@@ -22,3 +22,24 @@ def load(name: str):
 
 def compiled_path(name: str) -> Path:
     return COMPILED / f"{name}.yaml"
+
+
+# Each component also compiled alone (compiled/components/<name>.yaml), for
+# kfp.components.load_component_from_file and Elyra's component catalog.
+COMPONENTS = (
+    "provision_ray_cluster",
+    "submit_ray_job",
+    "follow_ray_job",
+    "teardown_ray_cluster",
+    "stage_dataset",
+    "publish_training_results",
+    "sweep_ray_clusters",
+)
+
+
+def load_component(name: str):
+    return getattr(importlib.import_module(f"components.{name}.component"), name)
+
+
+def compiled_component_path(name: str) -> Path:
+    return COMPILED / "components" / f"{name}.yaml"

@@ -65,12 +65,14 @@ def test_compile_check_fails_after_an_edit_of_a_pipeline():
     def loader(name):
         return edited if name == "xgboost_tune" else registry.load(name)
 
-    assert comp.stale(loader=loader) == ["xgboost_tune"]
+    assert comp.stale(loader=loader, components=()) == ["xgboost_tune"]
 
 
 def test_recompiling_gives_the_same_bytes(tmp_path):
-    comp.compile_all(tmp_path, names=["ray_training"])
+    comp.compile_all(tmp_path, names=["ray_training"], components=["teardown_ray_cluster"])
     assert (tmp_path / "ray_training.yaml").read_bytes() == registry.compiled_path("ray_training").read_bytes()
+    assert (tmp_path / "components" / "teardown_ray_cluster.yaml").read_bytes() == \
+        registry.compiled_component_path("teardown_ray_cluster").read_bytes()
 
 
 def test_no_secret_value_ends_up_in_compiled_yaml(box, sbx, tmp_path, monkeypatch):
@@ -79,9 +81,21 @@ def test_no_secret_value_ends_up_in_compiled_yaml(box, sbx, tmp_path, monkeypatc
     for k, v in secrets.items():
         monkeypatch.setenv(k, v)
     comp.compile_all(tmp_path)
-    text = "".join(p.read_text() for p in tmp_path.glob("*.yaml"))
+    text = "".join(p.read_text() for p in tmp_path.glob("**/*.yaml"))
     tokens = [yaml.safe_load(Path(box.info[k]).read_text())["users"][0]["user"]["token"]
               for k in ("kubeconfig", "kubeconfig_pipeline_runner")]
     assert [k for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if secrets[k] in text] == []
     assert [t for t in tokens if t in text] == []
     assert os.environ["AWS_SECRET_ACCESS_KEY"] not in text
+
+
+@pytest.mark.parametrize("name", registry.COMPONENTS)
+def test_each_component_compiles_alone_and_loads_as_a_component(name):
+    """compiled/components/<name>.yaml: what kfp.components.load_component_from_file and an Elyra
+    component catalog entry take; its inputs are the component's, with its docstring."""
+    path = registry.compiled_component_path(name)
+    loaded = components.load_component_from_file(str(path))
+    assert loaded.name == name.replace("_", "-")
+    original = registry.load_component(name)
+    assert set(loaded.component_spec.inputs or {}) == set(original.component_spec.inputs or {})
+    assert loaded.description and loaded.description == original.description

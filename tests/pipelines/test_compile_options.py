@@ -1,0 +1,83 @@
+"""`python -m pipelines compile --image REF` and `--pip-index-url URL`: what the tasks run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines import registry
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "quay.io/example/kfp-ray-components:1.0"
+
+
+def compile_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "runtime"), str(ROOT)])}
+    return subprocess.run([sys.executable, "-m", "pipelines", "compile", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def executors(path: Path) -> dict:
+    spec = next(yaml.safe_load_all(path.read_text()))
+    return spec["deploymentSpec"]["executors"]
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    image, mirror = tmp_path_factory.mktemp("image"), tmp_path_factory.mktemp("mirror")
+    for out, args in ((image, ["--image", IMAGE]),
+                      (mirror, ["--pip-index-url", "https://nexus.example.com/repository/pypi/simple",
+                                "--pip-trusted-host", "nexus.example.com"])):
+        r = compile_cli("--out", str(out), *args)
+        assert r.returncode == 0, r.stdout + r.stderr
+    return image, mirror
+
+
+@pytest.mark.parametrize("name", registry.PIPELINES)
+def test_image_build_runs_every_task_in_the_image_with_no_installs(name, outputs):
+    for ex in executors(outputs[0] / f"{name}.yaml").values():
+        c = ex["container"]
+        assert c["image"] == IMAGE
+        assert "pip install" not in " ".join(c["command"] + c.get("args", []))
+
+
+@pytest.mark.parametrize("name", registry.PIPELINES)
+def test_mirror_build_installs_from_the_mirror_only(name, outputs):
+    from components._build import BASE_IMAGE
+
+    for ex in executors(outputs[1] / f"{name}.yaml").values():
+        c = ex["container"]
+        command = " ".join(c["command"])
+        assert c["image"] == BASE_IMAGE
+        assert command.count("pip install") >= 1
+        assert command.count("pip install") == command.count(
+            "--index-url https://nexus.example.com/repository/pypi/simple --trusted-host nexus.example.com")
+
+
+def test_the_default_build_keeps_the_pip_path_from_pypi():
+    from components._build import BASE_IMAGE
+
+    for name in registry.PIPELINES:
+        for ex in executors(registry.compiled_path(name)).values():
+            command = " ".join(ex["container"]["command"])
+            assert ex["container"]["image"] == BASE_IMAGE and "'kfp==2.17.0'" in command
+            assert "--index-url" not in command
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--image", "Quay.io/UPPER/Case:1"], "--image"),
+    (["--image", IMAGE, "--pip-index-url", "https://m/simple"], "--pip-index-url"),
+    (["--pip-trusted-host", "m"], "--pip-index-url"),
+    (["--pip-index-url", "nexus/simple"], "http(s) URL"),
+    (["--image", IMAGE], "--out"),
+    (["--image", IMAGE, "--check"], "--check"),
+])
+def test_bad_options_are_refused_naming_the_option(args, says, tmp_path):
+    r = compile_cli(*args)
+    assert r.returncode != 0 and says in r.stderr, r.stderr
+    assert not list(tmp_path.iterdir())
