@@ -12,6 +12,7 @@ from sandbox import Sandbox
 from sandbox.client import SandboxClient
 
 
+@pytest.hookimpl(trylast=True)  # after xdist's own, which registers its controller ("dsession")
 def pytest_configure(config):
     """SIGTERM unwinds a test run like Ctrl-C, so the session's sandbox stops in order (its
     watchdog covers SIGKILL). Under xdist each worker has its own sandbox, whose watchdog
@@ -46,11 +47,12 @@ def pytest_configure(config):
 # Modules that take longest, started first: under xdist (`-n 3 --dist loadscope
 # --no-loadscope-reorder`, pyproject.toml) each module runs whole on one worker, in this order,
 # so the longest do not end up last, alone. The fault matrix runs its rows concurrently and
-# spends most of its time waiting (3-minute outages), while other workers run the rest.
+# spends most of its time waiting (3-minute outages), while other workers run the rest. (The
+# owner-death tests, which start three sandboxes at once, keep their place mid-suite: at the
+# start they would add to the matrix's and the CLI runs' Ray start-ups.)
 FIRST = (
     "tests/reliability/test_fault_matrix.py",
     "tests/pipelines/test_run_local.py",
-    "tests/reliability/test_owner_death.py",
     "tests/components/test_pipeline.py",
     "components/provision_ray_cluster/tests/test_provision.py",
     "tests/sandbox/test_faults.py",

@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -38,11 +39,45 @@ OBJECT_STORE_CAP = 256 * 1024 * 1024  # keep /dev/shm use small on a shared 2-co
 NODE_ENV = "KFP_RAY_SANDBOX_NODE"
 
 
+# Ports handed out and not yet surely bound by whoever they were for. A port stays reserved
+# machine-wide, across processes (pytest-xdist workers, other sandboxes), by an abstract Unix
+# socket named for it, which goes with its process however the process ends (no file left).
+# Without it two sandboxes starting nodes at once were handed the same port: a Ray dashboard
+# agent binds its port on the node's address and on 127.0.0.1, so the second agent answered
+# its readiness probe on its own address, then died when 127.0.0.1 was taken, and that head's
+# job submissions failed with 500s ("cannot connect to the job agent").
+PORT_HOLD_S = 300.0  # longer than a node takes to bind its ports on a loaded machine
+_held: dict[int, tuple[float, socket.socket]] = {}
+_held_lock = threading.Lock()
+
+
 def free_port() -> int:
-    """A port free on every address (Ray binds some listeners on 0.0.0.0)."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
+    """A port free on every address (Ray binds some listeners on 0.0.0.0), not handed out by
+    any sandbox on this machine in the last PORT_HOLD_S."""
+    with _held_lock:
+        now = time.monotonic()
+        for port, (since, hold) in list(_held.items()):
+            if now - since > PORT_HOLD_S:
+                hold.close()
+                del _held[port]
+        while True:
+            with socket.socket() as s:
+                s.bind(("", 0))
+                port = s.getsockname()[1]
+            if port not in _held and _reserve(port, now):
+                return port
+
+
+def _reserve(port: int, now: float) -> bool:
+    """Hold `port` machine-wide for this process; False if another process holds it."""
+    hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        hold.bind(f"\0kfp-ray-sandbox-port-{port}")
+    except OSError:
+        hold.close()
+        return False
+    _held[port] = (now, hold)
+    return True
 
 
 def ray_env(extra: dict | None = None) -> dict:

@@ -12,7 +12,7 @@ from components.teardown_ray_cluster.component import teardown_ray_cluster
 
 @dsl.pipeline(name="fault-matrix-run")
 def fault_matrix_run(entrypoint: str, cluster_name: str, local_queue: str = "local-queue-test",
-                     head_memory: str = "1Gi", admission_timeout: int = 60, startup_timeout: int = 90,
+                     head_memory: str = "1Gi", admission_timeout: int = 60, startup_timeout: int = 240,
                      job_timeout: int = 300, max_poll_seconds: float = 2.0):
     teardown = teardown_ray_cluster(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, cluster_name=cluster_name, timeout=60)
     teardown.set_caching_options(False)
