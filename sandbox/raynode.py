@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -69,8 +70,6 @@ def free_port() -> int:
     """A port free on every address (Ray binds some listeners on 0.0.0.0), outside the
     ephemeral range, and not handed out by any sandbox on this machine in the last
     PORT_HOLD_S."""
-    import random
-
     ports = _listen_range()
     with _held_lock:
         now = time.monotonic()
