@@ -52,6 +52,14 @@ def pytest_configure(config):
 # start they would add to the matrix's and the CLI runs' Ray start-ups.)
 FIRST = (
     "tests/reliability/test_fault_matrix.py",
+    # Ray-free modules next, so the other workers' first Ray start-ups come after the
+    # matrix's first rows have started theirs (most failures seen under xdist were start-ups
+    # at once in the first minutes).
+    "tests/unit/test_apiserver.py",
+    "tests/unit/test_kueue.py",
+    "tests/unit/test_runtime.py",
+    "tests/unit/test_schema.py",
+    "tests/unit/test_openapi.py",
     "tests/pipelines/test_run_local.py",
     "tests/components/test_pipeline.py",
     "components/provision_ray_cluster/tests/test_provision.py",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -39,33 +40,55 @@ OBJECT_STORE_CAP = 256 * 1024 * 1024  # keep /dev/shm use small on a shared 2-co
 NODE_ENV = "KFP_RAY_SANDBOX_NODE"
 
 
-# Ports handed out and not yet surely bound by whoever they were for. A port stays reserved
-# machine-wide, across processes (pytest-xdist workers, other sandboxes), by an abstract Unix
-# socket named for it, which goes with its process however the process ends (no file left).
-# Without it two sandboxes starting nodes at once were handed the same port: a Ray dashboard
-# agent binds its port on the node's address and on 127.0.0.1, so the second agent answered
-# its readiness probe on its own address, then died when 127.0.0.1 was taken, and that head's
-# job submissions failed with 500s ("cannot connect to the job agent").
+# Ports for the sandbox's listeners come from below the kernel's ephemeral range, which
+# connect() draws every client socket's local port from. A Ray dashboard agent binds its port
+# on the node's address and on 127.0.0.1; when a port picked with bind(0) (from the ephemeral
+# range) was meanwhile the local port of some connection on 127.0.0.1, the agent answered its
+# readiness probe on the node's address, failed to bind 127.0.0.1 and exited, and the head
+# answered job submissions with 500s ("cannot connect to the job agent"). That happened under
+# load, most with pytest-xdist. Handed-out ports are also held machine-wide, across processes
+# (other xdist workers, other sandboxes), by an abstract Unix socket named for the port, which
+# goes with its process however it ends (no file left), until the node surely bound it.
 PORT_HOLD_S = 300.0  # longer than a node takes to bind its ports on a loaded machine
+LISTEN_PORTS_FROM = 20000  # above Ray's default worker ports (10002-19999)
 _held: dict[int, tuple[float, socket.socket]] = {}
 _held_lock = threading.Lock()
 
 
+def _listen_range() -> range:
+    """Ports no client socket is given: LISTEN_PORTS_FROM up to the ephemeral range."""
+    try:
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    if low - LISTEN_PORTS_FROM >= 2000:
+        return range(LISTEN_PORTS_FROM, low)
+    return range(max(high + 1, 1024), 65536) if 65535 - high >= 2000 else range(1024, 65536)
+
+
 def free_port() -> int:
-    """A port free on every address (Ray binds some listeners on 0.0.0.0), not handed out by
-    any sandbox on this machine in the last PORT_HOLD_S."""
+    """A port free on every address (Ray binds some listeners on 0.0.0.0), outside the
+    ephemeral range, and not handed out by any sandbox on this machine in the last
+    PORT_HOLD_S."""
+    ports = _listen_range()
     with _held_lock:
         now = time.monotonic()
         for port, (since, hold) in list(_held.items()):
             if now - since > PORT_HOLD_S:
                 hold.close()
                 del _held[port]
-        while True:
+        for _ in range(10000):
+            port = random.choice(ports)
+            if port in _held:
+                continue
             with socket.socket() as s:
-                s.bind(("", 0))
-                port = s.getsockname()[1]
-            if port not in _held and _reserve(port, now):
+                try:
+                    s.bind(("", port))
+                except OSError:
+                    continue
+            if _reserve(port, now):
                 return port
+        raise OSError(f"no free port in {ports.start}-{ports.stop - 1} after 10000 tries")
 
 
 def _reserve(port: int, now: float) -> bool:

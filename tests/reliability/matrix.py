@@ -498,10 +498,6 @@ class JobWatch:
 
 
 # --- rows -------------------------------------------------------------------------------------
-class Pending(Exception):
-    """The row waits for something not merged yet; it is reported, not run."""
-
-
 @dataclass
 class Row:
     id: str
@@ -510,7 +506,6 @@ class Row:
     drive: Callable
     quota: bool = True  # its cluster is admitted at some point (holds one of the quota slots)
     early: bool = False  # long: started first
-    pending: Callable[[], str | None] | None = None
 
 
 @dataclass
@@ -526,12 +521,9 @@ class Result:
     notes: list = field(default_factory=list)
     log: str = ""
     error: BaseException | None = None
-    pending: str | None = None
 
     @property
     def outcome(self) -> str:
-        if self.pending:
-            return "PENDING"
         return f"{self.status}" + (f" ({self.kind})" if self.kind and self.status != "SUCCESS" else "")
 
 
@@ -634,10 +626,6 @@ class Matrix:
     def _run_row(self, row: Row) -> None:
         res = Result(row, cluster="")
         try:
-            reason = row.pending() if row.pending else None
-            if reason:
-                res.pending = reason
-                return
             with contextlib.ExitStack() as stack:
                 if row.quota:
                     self.quota.acquire()
@@ -651,8 +639,6 @@ class Matrix:
                 started = time.time()
                 try:
                     row.drive(ctx)
-                except Pending as exc:
-                    res.pending = str(exc)
                 except BaseException as exc:  # noqa: BLE001 - handed to the row's test
                     res.error = exc
                 finally:
@@ -691,10 +677,6 @@ class Matrix:
             res.log = "\n".join(r.log.text() for r in ctx.runs) if len(ctx.runs) > 1 else text
             res.status = main.status or ("ERROR" if main.error else None)
             res.kind = ctx.kind or error_kind(text)
-        if res.pending:
-            res.notes.extend(ctx.notes)
-            self._tidy(ctx)
-            return
         # leaks: what is left once the run ended and SETTLE_S more have passed
         deadline = time.monotonic() + SETTLE_S
         with ctx.idle():

@@ -31,3 +31,9 @@ def test_ports_handed_out_in_a_row_are_distinct_and_released_after_the_hold(monk
     monkeypatch.setattr(raynode.time, "monotonic", lambda: clock)
     raynode.free_port()
     assert not set(ports) & set(raynode._held)
+
+
+def test_ports_are_outside_the_range_client_sockets_get_theirs_from():
+    low, high = (int(x) for x in open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+    ports = [raynode.free_port() for _ in range(20)]
+    assert not [p for p in ports if low <= p <= high], (low, high, ports)
