@@ -98,4 +98,6 @@ def test_each_component_compiles_alone_and_loads_as_a_component(name):
     assert loaded.name == name.replace("_", "-")
     original = registry.load_component(name)
     assert set(loaded.component_spec.inputs or {}) == set(original.component_spec.inputs or {})
-    assert loaded.description and loaded.description == original.description
+    # the UI shows the docstring's summary; the loaded form keeps its Args section too
+    summary = original.description.split("\n")[0]
+    assert summary and loaded.description.startswith(summary)
