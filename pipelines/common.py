@@ -50,7 +50,8 @@ def data_connection_env(secret: dict[str, str]) -> dict[str, str]:
 
 def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s3_prefix, local_queue, image,
                  num_workers, head_cpu, head_memory, worker_cpu, worker_memory, worker_gpus, tolerations,
-                 admission_timeout, startup_timeout, job_timeout, pip=None):
+                 admission_timeout, startup_timeout, job_timeout, pip=None, requirements_file="",
+                 install_requirements=True, pip_index_url="", pip_trusted_host=""):
     """Wire the tasks of a training run inside a pipeline function. Every task has caching
     off: each run must get a cluster and a job of its own."""
     teardown = teardown_ray_cluster(run_id=RUN_ID)
@@ -62,10 +63,11 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
             local_queue=local_queue, image=image, num_workers=num_workers, head_cpu=head_cpu,
             head_memory=head_memory, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=worker_gpus,
             tolerations=tolerations, data_connection=data_connection, admission_timeout=admission_timeout,
-            startup_timeout=startup_timeout)
+            startup_timeout=startup_timeout, pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)
         job = with_data_connection(submit(
             dashboard_url=cluster.outputs["dashboard_url"], entrypoint=entrypoint, run_id=RUN_ID,
             task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER, working_dir=working_dir, pip=pip or [],
+            requirements_file=requirements_file, install_requirements=install_requirements,
             env_vars={"KFP_RAY_DATA": stage.outputs["data_uri"], "KFP_RAY_OUTPUT": stage.outputs["output_uri"]}),
             data_connection)
         # Follow prints the job's log: with the data connection in its env, redact.py hides its
@@ -73,9 +75,10 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
         follow = with_data_connection(follow_ray_job(
             dashboard_url=cluster.outputs["dashboard_url"], job_id=job.output, cluster_name=cluster.outputs["cluster_name"],
             namespace=cluster.outputs["namespace"], timeout=job_timeout), data_connection)
-        publish = with_data_connection(publish_training_results(output_uri=stage.outputs["output_uri"], run_id=RUN_ID),
-                                       data_connection)
-        publish.after(follow)
+        publish = with_data_connection(publish_training_results(
+            output_uri=stage.outputs["output_uri"], run_id=RUN_ID, job_log=follow.outputs["job_log"],
+            job_metrics=follow.outputs["metrics"]),
+            data_connection)
         for task in (stage, cluster, job, follow, publish):
             task.set_caching_options(False)
     return follow, publish

@@ -20,12 +20,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
+from . import rayimage
 from .reaper import descendants, pid_alive, pids_mentioning, reap
 from .reaper import signal_pid as _signal
 
@@ -104,11 +104,12 @@ def _reserve(port: int, now: float) -> bool:
 
 
 def ray_env(extra: dict | None = None) -> dict:
-    """Environment for Ray processes: this interpreter's bin first on PATH (so jobs' `python`
-    has ray), and none of the caller's RAY_* settings (the CodeFlare SDK exports RAY_USE_TLS
-    into the process that called it)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    bindir = str(Path(sys.executable).parent)
+    """Environment for Ray processes: the sandbox's Ray image's bin first on PATH (so a job's
+    `python` is the image's: Ray without training libraries, rayimage.py), and none of the
+    caller's RAY_* settings (the CodeFlare SDK exports RAY_USE_TLS into the process that
+    called it)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    bindir = rayimage.bin_dir()
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     env["PYTHONUNBUFFERED"] = "1"
@@ -181,8 +182,7 @@ class RayNode:
         os.replace(tmp, self.pid_file)
 
     def command(self) -> list[str]:
-        ray = str(Path(sys.executable).parent / "ray")
-        cmd = [ray, "start", "--block", f"--node-ip-address={self.ip}", f"--temp-dir={self.temp_dir}",
+        cmd = [rayimage.python(), "-m", "ray.scripts.scripts", "start", "--block", f"--node-ip-address={self.ip}", f"--temp-dir={self.temp_dir}",
                f"--num-cpus={max(0, math.ceil(self.num_cpus))}", f"--num-gpus={math.ceil(self.num_gpus)}",
                f"--memory={self.memory}",
                f"--object-store-memory={min(OBJECT_STORE_CAP, max(78643200, self.memory // 4))}",

@@ -31,6 +31,8 @@ def provision_ray_cluster(
     startup_timeout: int = 900,
     lease_seconds: int = 600,
     renew_every_seconds: int = 60,
+    pip_index_url: str = "",
+    pip_trusted_host: str = "",
 ) -> NamedTuple("ProvisionOutputs", [("cluster_name", str), ("namespace", str), ("dashboard_url", str),
                                      ("queued_seconds", float), ("starting_seconds", float)]):
     """Provision a Kueue-queued RayCluster and wait until it is ready.
@@ -87,6 +89,9 @@ def provision_ray_cluster(
             once more when the cluster is ready, to cover the hand-over to the next task.
         renew_every_seconds: How often the lease is renewed (lease_seconds must be at
             least twice as long).
+        pip_index_url: A PyPI mirror for a disconnected cluster: PIP_INDEX_URL in every Ray
+            pod, so the jobs' runtime_env pip installs from it. Empty: the image's default.
+        pip_trusted_host: The mirror's host, reached without TLS verification (PIP_TRUSTED_HOST).
 
     Returns:
         cluster_name: The RayCluster's name.
@@ -106,6 +111,7 @@ def provision_ray_cluster(
                   image=image, env=env, data_connection=data_connection, tolerations=tolerations,
                   node_selector=node_selector, labels=labels, admission_timeout=admission_timeout,
                   startup_timeout=startup_timeout, lease_seconds=lease_seconds,
-                  renew_every_seconds=renew_every_seconds)
+                  renew_every_seconds=renew_every_seconds, pip_index_url=pip_index_url,
+                  pip_trusted_host=pip_trusted_host)
     out = namedtuple("ProvisionOutputs", ["cluster_name", "namespace", "dashboard_url", "queued_seconds", "starting_seconds"])
     return out(p.name, p.namespace, p.dashboard_url, p.queued_seconds, p.starting_seconds)

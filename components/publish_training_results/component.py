@@ -1,4 +1,4 @@
-from kfp.dsl import ClassificationMetrics, Markdown, Metrics, Model, Output
+from kfp.dsl import Artifact, ClassificationMetrics, Input, Markdown, Metrics, Model, Output
 
 from components._build import S3, ray_component
 
@@ -11,6 +11,8 @@ def publish_training_results(
     metrics: Output[Metrics],
     confusion_matrix: Output[ClassificationMetrics],
     report: Output[Markdown],
+    job_log: Input[Artifact] = None,
+    job_metrics: Input[Metrics] = None,
 ):
     """Publish a Ray training job's results to the RHOAI UI.
 
@@ -20,14 +22,37 @@ def publish_training_results(
     report with links to model, checkpoints and trial table in S3. Mount the data
     connection secret as env (kfp-kubernetes use_secret_as_env).
 
+    A job that wrote no results.json (any training script of your own) does not fail the
+    run: the report says so and shows what there is (the metrics the job printed as
+    KFP_RAY_METRICS lines, the output location, the end of its log); the model artifact is
+    then a note pointing at the output location.
+
     Args:
         output_uri: The run's s3:// output folder (stage_dataset's output_uri).
         run_id: The pipeline run's id, for the report's title.
+        job_log: follow_ray_job's job_log, shown in the report when there is no results.json.
+        job_metrics: follow_ray_job's metrics, published when there is no results.json.
     """
     from kfp_ray import results as res
 
     results_uri = res.results_uri(output_uri)
     data = res.load(results_uri)
+    if data is None:
+        printed = dict(job_metrics.metadata) if job_metrics is not None else {}
+        tail = ""
+        if job_log is not None:
+            with open(job_log.path, errors="replace") as fh:
+                tail = "\n".join(fh.read().splitlines()[-40:])
+        with open(model.path, "w") as fh:
+            fh.write(f"No model: the job wrote no results.json. Its outputs, if any, are under {output_uri}\n")
+        model.metadata.update({"s3_uri": output_uri, "results_uri": ""})
+        for name, value in sorted(printed.items()):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                metrics.log_metric(name, float(value))
+        with open(report.path, "w") as fh:
+            fh.write(res.markdown_without_results(output_uri, results_uri, run_id, printed, tail))
+        print(f"[kfp-ray] the job wrote no results.json at {results_uri}: published its printed metrics and log")
+        return
     with open(model.path, "wb") as fh:
         fh.write(res.fetch(data["model_uri"]))
     model.metadata.update({"s3_uri": data["model_uri"], "framework": data.get("framework", ""),

@@ -12,6 +12,8 @@ def submit_ray_job(
     pip: list = [],
     env_vars: dict = {},
     metadata: dict = {},
+    requirements_file: str = "",
+    install_requirements: bool = True,
 ) -> str:
     """Submit a Ray job to a RayCluster through its dashboard's Job Submission API.
 
@@ -26,9 +28,14 @@ def submit_ray_job(
         working_dir: The job's code: a directory embedded in this component ("code" for
             components made by submit_ray_job_with_code), an s3:// URI (prefix or .zip, read
             with the data connection) or an https:// zip URL. Empty: no code upload.
-        pip: Extra pip requirements installed for the job (Ray runtime_env).
+        pip: pip requirements installed for the job on every Ray node (Ray runtime_env
+            pip), after requirements_file's, e.g. ["xgboost==3.2.0"].
         env_vars: Environment variables for the job.
         metadata: Ray job metadata (run id and task are added).
+        requirements_file: A pip requirements file in the embedded working_dir, e.g.
+            "requirements/train.txt": its lines go first into runtime_env pip.
+        install_requirements: False leaves requirements_file out, for a Ray image that
+            already has them (pip is still installed).
 
     Returns:
         The Ray job (submission) id.
@@ -40,7 +47,8 @@ def submit_ray_job(
 
     embedded_root = os.path.dirname(os.path.dirname(kfp_ray.__file__))
     return submit(dashboard_url=dashboard_url, entrypoint=entrypoint, run_id=run_id, task=task_name,
-                  working_dir=working_dir, embedded_root=embedded_root, pip=pip, env_vars=env_vars, metadata=metadata)
+                  working_dir=working_dir, embedded_root=embedded_root, pip=pip, env_vars=env_vars, metadata=metadata,
+                  requirements_file=requirements_file if install_requirements else "")
 
 
 _submit_ray_job = submit_ray_job

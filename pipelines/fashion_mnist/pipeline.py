@@ -27,6 +27,10 @@ def fashion_mnist(
     admission_timeout: int = 600,
     startup_timeout: int = 900,
     job_timeout: int = 3600,
+    install_requirements: bool = True,
+    extra_requirements: list = [],
+    pip_index_url: str = "",
+    pip_trusted_host: str = "",
 ):
     train_on_ray(
         submit=submit_with_jobs, working_dir="code",
@@ -36,4 +40,6 @@ def fashion_mnist(
         worker_memory=worker_memory, worker_gpus=worker_gpus,
         # Tolerate GPU nodes' taint (harmless where there is none).
         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        admission_timeout=admission_timeout, startup_timeout=startup_timeout, job_timeout=job_timeout)
+        admission_timeout=admission_timeout, startup_timeout=startup_timeout, job_timeout=job_timeout,
+        requirements_file="requirements/fashion_mnist_train.txt", install_requirements=install_requirements,
+        pip=extra_requirements, pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)

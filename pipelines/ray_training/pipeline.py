@@ -8,12 +8,13 @@ from pipelines.common import train_on_ray
 
 
 @dsl.pipeline(name="ray-training", description="Run a Ray training job (your code from S3 or an https zip) on a "
-              "Kueue-queued RayCluster; the job writes results.json to $KFP_RAY_OUTPUT for the UI.")
+              "Kueue-queued RayCluster; metrics from KFP_RAY_METRICS log lines, and model, confusion matrix and "
+              "report from a results.json the job may write to $KFP_RAY_OUTPUT.")
 def ray_training(
     entrypoint: str,
     working_dir: str = "",
     dataset: str = "",
-    pip: list = [],
+    requirements: list = [],
     data_connection: str = "aws-connection-minio",
     s3_prefix: str = "",
     local_queue: str = "",
@@ -27,6 +28,8 @@ def ray_training(
     admission_timeout: int = 600,
     startup_timeout: int = 900,
     job_timeout: int = 86400,
+    pip_index_url: str = "",
+    pip_trusted_host: str = "",
 ):
     train_on_ray(
         submit=submit_ray_job, working_dir=working_dir, entrypoint=entrypoint, dataset=dataset,
@@ -34,4 +37,5 @@ def ray_training(
         num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,
         worker_memory=worker_memory, worker_gpus=worker_gpus,
         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        admission_timeout=admission_timeout, startup_timeout=startup_timeout, job_timeout=job_timeout, pip=pip)
+        admission_timeout=admission_timeout, startup_timeout=startup_timeout, job_timeout=job_timeout, pip=requirements,
+        pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)

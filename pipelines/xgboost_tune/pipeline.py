@@ -24,6 +24,10 @@ def xgboost_tune(
     admission_timeout: int = 600,
     startup_timeout: int = 900,
     job_timeout: int = 3600,
+    install_requirements: bool = True,
+    extra_requirements: list = [],
+    pip_index_url: str = "",
+    pip_trusted_host: str = "",
 ):
     train_on_ray(
         submit=submit_with_jobs, working_dir="code",
@@ -31,4 +35,6 @@ def xgboost_tune(
         dataset="breast_cancer", data_connection=data_connection, s3_prefix=s3_prefix, local_queue=local_queue,
         image=image, num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,
         worker_memory=worker_memory, worker_gpus=0, tolerations=[], admission_timeout=admission_timeout,
-        startup_timeout=startup_timeout, job_timeout=job_timeout)
+        startup_timeout=startup_timeout, job_timeout=job_timeout,
+        requirements_file="requirements/xgboost_tune.txt", install_requirements=install_requirements,
+        pip=extra_requirements, pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)

@@ -184,9 +184,24 @@ def resolve_working_dir(working_dir: str, embedded_root: str | None, jobs: RayJo
     return jobs.upload_dir(path)
 
 
+def read_requirements(requirements_file: str, working_dir: str, embedded_root: str | None) -> list[str]:
+    """The requirement lines of a pip requirements file in the component's embedded code
+    (working_dir), comments and blank lines left out."""
+    base = Path(embedded_root or ".") / (working_dir or "")
+    path = base / requirements_file
+    if not working_dir or "://" in working_dir or Path(requirements_file).is_absolute() or not path.is_file():
+        raise InputError("requirements_file", f"{requirements_file!r} is not a file of the job's embedded code "
+                         f"(working_dir {working_dir!r})",
+                         "give a path inside the embedded working_dir (e.g. requirements/train.txt), or pass the "
+                         "requirements as a list instead")
+    lines = (line.split(" #")[0].strip() for line in path.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
 def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str, working_dir: str = "",
            embedded_root: str | None = None, pip: list | None = None, env_vars: dict | None = None,
-           metadata: dict | None = None) -> str:
+           metadata: dict | None = None, requirements_file: str = "") -> str:
+    """Submit the job. Its runtime_env pip is requirements_file's lines (if given) then pip."""
     c = Checker()
     c.not_empty("entrypoint", entrypoint, "give the command the job runs, e.g. 'python train.py'")
     c.not_empty("dashboard_url", dashboard_url, "wire provision_ray_cluster's dashboard_url output")
@@ -197,13 +212,18 @@ def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str, working_
     if dashboard_url and not dashboard_url.startswith(("http://", "https://")):
         c.fail("dashboard_url", f"{dashboard_url!r} is not an http(s) URL", "wire provision_ray_cluster's dashboard_url output")
     c.done()
+    if requirements_file:
+        pip = read_requirements(requirements_file, working_dir, embedded_root) + list(pip or [])
     jobs = RayJobsClient(dashboard_url)
     runtime_env: dict = {}
     wd = resolve_working_dir(working_dir, embedded_root, jobs)
     if wd:
         runtime_env["working_dir"] = wd
     if pip:
+        # Ray installs these into a virtualenv cloned from the node's, on every node that runs
+        # the job's code (the RHOAI Ray image ships ray and numpy, no training libraries).
         runtime_env["pip"] = list(pip)
+        log(f"the job's runtime_env installs {len(pip)} requirement(s) on each Ray node: {', '.join(pip)}")
     from .s3 import PUBLIC_KEYS
 
     # Where the data is (not the keys: those reach Ray's pods from the data connection secret).

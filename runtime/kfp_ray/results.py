@@ -24,13 +24,51 @@ def results_uri(output_uri: str) -> str:
     return output_uri.rstrip("/") + "/results.json"
 
 
-def load(results_uri: str) -> dict:
+def load(results_uri: str) -> dict | None:
+    """The job's results.json, or None if it wrote none (a user's script owes kfp-ray nothing)."""
     try:
         body = fetch(results_uri)
-    except Exception as exc:  # noqa: BLE001
-        raise KfpRayError(f"the job left no results at {results_uri} ({type(exc).__name__}): it must write "
-                          "results.json to $KFP_RAY_OUTPUT (see pipelines/jobs/README.md)") from None
-    return json.loads(body)
+    except Exception as exc:  # noqa: BLE001 - a missing key is an answer; anything else fails the task
+        if _missing(exc):
+            return None
+        raise KfpRayError(f"could not read {results_uri} ({type(exc).__name__}: {str(exc)[:200]}). Fix: check the "
+                          "data connection's keys and bucket") from None
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise KfpRayError(f"{results_uri} is not JSON ({exc}): the job must write it as "
+                          "pipelines/jobs/README.md describes") from None
+    if not isinstance(data, dict):
+        raise KfpRayError(f"{results_uri} holds a {type(data).__name__}, not an object (pipelines/jobs/README.md)")
+    return data
+
+
+def _missing(exc: Exception) -> bool:
+    """S3's answer for a key that is not there (boto3 ClientError NoSuchKey / 404)."""
+    error = getattr(exc, "response", None)
+    code = error.get("Error", {}).get("Code", "") if isinstance(error, dict) else ""
+    return code in ("NoSuchKey", "404", "NotFound")
+
+
+def markdown_without_results(output_uri: str, results_uri: str, run_id: str, metrics: dict, log_tail: str) -> str:
+    """The report of a job that wrote no results.json: what kfp-ray has of it."""
+    lines = [f"# Training run {run_id}", "",
+             f"The job wrote no `results.json` (looked for `{results_uri}`), so there is no model to show. "
+             "Below is what the run has: the metrics the job printed as `KFP_RAY_METRICS` lines, where its "
+             "outputs would be, and the end of its log (the full log is the follow task's `job_log`). For a "
+             "model, a confusion matrix and a fuller report, write results.json as pipelines/jobs/README.md "
+             "describes.", ""]
+    numbers = {k: v for k, v in sorted(metrics.items()) if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    if numbers:
+        lines += ["| metric | value |", "| --- | --- |"]
+        lines += [f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in numbers.items()]
+    else:
+        lines.append("The job printed no `KFP_RAY_METRICS` lines.")
+    lines += ["", "## Where things are", "", f"- output location: `{output_uri.rstrip('/')}/`"]
+    if log_tail.strip():
+        fence = "~~~~" if "```" in log_tail else "```"
+        lines += ["", "## End of the job log", "", fence, log_tail.rstrip(), fence]
+    return "\n".join(lines) + "\n"
 
 
 def fetch(uri: str) -> bytes:

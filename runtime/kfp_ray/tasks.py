@@ -5,6 +5,7 @@ returns plain values for the component's outputs."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,21 @@ def _namespace(namespace: str) -> str:
     return namespace or kube.current_namespace()
 
 
+def pip_mirror_env(index_url: str, trusted_host: str) -> dict[str, str]:
+    """PIP_INDEX_URL/PIP_TRUSTED_HOST for the Ray pods (whose runtime_env pip reads them), checked."""
+    c = Checker()
+    if index_url and not re.match(r"^https?://[^\s/]+", index_url):
+        c.fail("pip_index_url", f"{index_url!r} is not an http(s) URL",
+               "give the mirror's simple index, e.g. https://nexus.example.com/repository/pypi/simple")
+    if trusted_host and not index_url:
+        c.fail("pip_trusted_host", "is set without pip_index_url", "give the mirror's pip_index_url too")
+    if trusted_host and not re.fullmatch(r"[A-Za-z0-9.-]+(:\d+)?", trusted_host):
+        c.fail("pip_trusted_host", f"{trusted_host!r} is not a host[:port]", "give e.g. nexus.example.com")
+    c.done()
+    env = {"PIP_INDEX_URL": index_url} if index_url else {}
+    return env | ({"PIP_TRUSTED_HOST": trusted_host} if trusted_host else {})
+
+
 def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_queue: str = "", num_workers: int = 1,
               head_cpu: str = "1", head_memory: str = "4Gi", worker_cpu: str = "1", worker_memory: str = "4Gi",
               head_cpu_limit: str = "", head_memory_limit: str = "", worker_cpu_limit: str = "",
@@ -27,12 +43,14 @@ def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_qu
               data_connection: str = "", tolerations: list | None = None, node_selector: dict | None = None,
               labels: dict | None = None, admission_timeout: float = 600, startup_timeout: float = 900,
               lease_seconds: float = lease.DEFAULT_LEASE_S, renew_every_seconds: float = lease.DEFAULT_RENEW_S,
-              task_name: str = "", task_id: str = "", image_pull_grace: float | None = None) -> cluster.Provisioned:
+              task_name: str = "", task_id: str = "", image_pull_grace: float | None = None,
+              pip_index_url: str = "", pip_trusted_host: str = "") -> cluster.Provisioned:
     """Provision one task's cluster. Its name, when not given, derives from the run and the
     task identity (task_name, task_id), so each provision task of a run gets its own.
     image_pull_grace: how long an image may keep failing to pull (default
     diagnose.IMAGE_PULL_GRACE; not a component input, tests shorten it)."""
     derived = not cluster_name
+    env = {**(env or {}), **pip_mirror_env(pip_index_url, pip_trusted_host)}
     name = cluster_name or derive_cluster_name(run_id or "", task_identity(task_name or "", task_id or ""))
     spec = cluster.ClusterSpec(
         name=name, namespace=_namespace(namespace), run_id=run_id, task_name=task_name or "", task_id=task_id or "",
@@ -48,8 +66,9 @@ def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_qu
 
 def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str = "submit-ray-job", working_dir: str = "",
            embedded_root: str | None = None, pip: list | None = None, env_vars: dict | None = None,
-           metadata: dict | None = None) -> str:
-    return jobs.submit(dashboard_url, entrypoint, run_id, task, working_dir, embedded_root, pip, env_vars, metadata)
+           metadata: dict | None = None, requirements_file: str = "") -> str:
+    return jobs.submit(dashboard_url, entrypoint, run_id, task, working_dir, embedded_root, pip, env_vars, metadata,
+                       requirements_file)
 
 
 def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "", namespace: str = "",

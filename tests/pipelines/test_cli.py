@@ -34,7 +34,7 @@ def test_unknown_pipeline_and_bad_parameters_fail_clearly():
 def test_parameters_are_typed_by_the_pipeline():
     assert parse_params("xgboost_tune", ["samples=4", "head_memory=3Gi"]) == {"samples": 4, "head_memory": "3Gi"}
     assert parse_params("fashion_mnist", ["use_gpu=true"]) == {"use_gpu": True}
-    assert parse_params("ray_training", ["entrypoint=python t.py", 'pip=["xgboost"]'])["pip"] == ["xgboost"]
+    assert parse_params("ray_training", ["entrypoint=python t.py", 'requirements=["xgboost"]'])["requirements"] == ["xgboost"]
     with pytest.raises(UsageError, match="expected int"):
         parse_params("xgboost_tune", ["samples=many"])
     with pytest.raises(UsageError, match="needs --param for: entrypoint"):

@@ -76,8 +76,9 @@ def test_follow_redacts_the_data_connection_keys_a_job_prints(dc_cluster, noregi
                   "print('region=' + os.environ.get('AWS_DEFAULT_REGION', 'unset')); "
                   "storage.put_bytes('s3://' + os.environ['AWS_S3_BUCKET'] + '/redaction/probe.txt', b'ok'); "
                   "print('s3 ok')\"")
+    # boto3 is not in the Ray image (as on RHOAI): the job installs it, as the demo jobs do
     job = jobs.submit(dc_cluster.dashboard_url, entrypoint, run_id=f"redact-{os.getpid()}", task="redact",
-                      working_dir=str(JOBS))
+                      working_dir=str(JOBS), pip=["boto3==1.44.5"])
     # The job really prints them (Ray's own log of it):
     raw = jobs.RayJobsClient(dc_cluster.dashboard_url)
     result, log = run_local(COMPONENT, {"dashboard_url": dc_cluster.dashboard_url, "job_id": job, "delete_cluster": False},

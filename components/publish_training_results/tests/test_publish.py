@@ -15,3 +15,25 @@ def test_report_lists_metrics_locations_best_trial_and_confusion_matrix():
     assert "- model: `s3://b/r/model/model.json`" in md and "- trial table: `s3://b/r/trials.csv`" in md
     assert '"max_depth": 4' in md
     assert "| **malignant** | 40 | 2 |" in md and "| **benign** | 3 | 69 |" in md
+
+
+def test_a_job_without_results_gets_a_report_of_what_it_printed_and_where_its_outputs_are():
+    md = results.markdown_without_results("s3://b/runs/r1/", "s3://b/runs/r1/results.json", "run-8",
+                                          {"loss": 0.25, "epochs": 3, "job_duration_seconds": 12.5},
+                                          "epoch 3 loss 0.25\n```fenced```")
+    assert md.startswith("# Training run run-8") and "wrote no `results.json`" in md
+    assert "| loss | 0.25 |" in md and "| epochs | 3 |" in md
+    assert "- output location: `s3://b/runs/r1/`" in md
+    assert "~~~~\nepoch 3 loss 0.25\n```fenced```\n~~~~" in md  # the log cannot close its own fence
+    assert "printed no `KFP_RAY_METRICS`" in results.markdown_without_results("s3://b/r", "s3://b/r/results.json",
+                                                                              "x", {}, "")
+
+
+def test_only_a_missing_key_means_no_results():
+    from botocore.exceptions import ClientError
+
+    def error(code):
+        return ClientError({"Error": {"Code": code, "Message": code}}, "GetObject")
+
+    assert results._missing(error("NoSuchKey")) and results._missing(error("404"))
+    assert not results._missing(error("AccessDenied")) and not results._missing(OSError("timed out"))

@@ -1,0 +1,107 @@
+"""The sandbox's Ray image: the Python every sandbox Ray node (and so every job) runs.
+
+RHOAI's Ray image ships Ray and numpy, not the libraries a training job imports (its Pipfile:
+ray[all] and numpy; quay.io/modh/ray:2.52.1-py311-cu121 has no torch, xgboost, scikit-learn,
+boto3 or s3fs). Running the nodes from the project's virtualenv, which has them, let a job
+that forgot its requirements pass here and fail there. So nodes run from a virtualenv that
+has what the project's has, less NOT_IN_RAY_IMAGE: a job gets those only through runtime_env
+pip, as on RHOAI.
+
+Cheap to build and to clone: the image is a venv of the base interpreter whose only
+site-packages entry is a .pth naming a directory of symlinks to the project venv's packages.
+Ray's pip plugin clones the node's venv for a job (copying that one .pth) and pip-installs the
+requirements into the clone, where they come before the symlinked packages on sys.path. pip
+never uninstalls through the symlinks: they lie outside the clone ("outside environment").
+Differences from RHOAI (README, "Where the sandbox differs"): the image is the project's
+Python and package versions, not the RHOAI image's.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from importlib import metadata
+from pathlib import Path
+
+# Distributions the RHOAI Ray image lacks that the project's venv has (or a job may import).
+NOT_IN_RAY_IMAGE = ("torch", "torchvision", "xgboost", "xgboost-cpu", "scikit-learn", "boto3", "botocore",
+                    "s3transfer", "s3fs")
+
+
+def _site_packages() -> Path:
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def _excluded(site: Path) -> set[str]:
+    """Top-level site-packages entries that belong to NOT_IN_RAY_IMAGE."""
+    out = set()
+    for name in NOT_IN_RAY_IMAGE:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        for f in dist.files or []:
+            top = f.parts[0] if f.parts else ""
+            if top and top != ".." and (site / top).exists():
+                out.add(top)
+    return out
+
+
+def _key(site: Path, entries: list[str]) -> str:
+    h = hashlib.sha256(f"{sys.version}\n{site}\n".encode())
+    h.update("\n".join(entries).encode())
+    return h.hexdigest()[:16]
+
+
+@functools.cache
+def python() -> str:
+    """The image's python (built on first use, then reused while the project venv is unchanged)."""
+    site = _site_packages()
+    excluded = _excluded(site)
+    entries = sorted(e.name for e in site.iterdir()
+                     if e.name not in excluded and not e.name.endswith(".pth") and e.name != "__pycache__")
+    root = Path(sys.prefix) / ".kfp-ray-sandbox-image" / _key(site, entries)
+    py = root / "bin" / "python"
+    if py.exists():
+        return str(py)
+    tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(tmp / "venv")], check=True,
+                   capture_output=True)
+    packages = tmp / "packages"
+    packages.mkdir()
+    for name in entries:
+        (packages / name).symlink_to(site / name)
+    # the venv's own site-packages (its path inside the venv, whatever the Python version)
+    venv_site = next((tmp / "venv" / "lib").glob("python*/site-packages"))
+    (venv_site / "kfp_ray_sandbox_image.pth").write_text(f"{root / 'packages'}\n")
+    # one directory holding venv and packages, renamed into place at once (xdist workers race)
+    for item in (tmp / "venv").iterdir():
+        item.rename(tmp / item.name)
+    (tmp / "venv").rmdir()
+    _fix_venv_paths(tmp, root)
+    try:
+        os.rename(tmp, root)
+    except OSError:  # another process built it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return str(py)
+
+
+def _fix_venv_paths(tmp: Path, root: Path) -> None:
+    """venv writes its own path into pyvenv.cfg and bin/ scripts: make them name root."""
+    for f in [tmp / "pyvenv.cfg", *(tmp / "bin").iterdir()]:
+        if f.is_file() and not f.is_symlink():
+            try:
+                text = f.read_text()
+            except UnicodeDecodeError:
+                continue
+            f.write_text(text.replace(str(tmp / "venv"), str(root)))
+
+
+def bin_dir() -> str:
+    return str(Path(python()).parent)
