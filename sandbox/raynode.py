@@ -38,6 +38,9 @@ OBJECT_STORE_CAP = 256 * 1024 * 1024  # keep /dev/shm use small on a shared 2-co
 # In every Ray process's environment, and so in all they start: the job drivers, which Ray
 # runs in sessions of their own, are found by it once their parents are gone.
 NODE_ENV = "KFP_RAY_SANDBOX_NODE"
+# Where a stopped node's Ray logs (session_latest/logs) are copied before its temp dir goes,
+# for diagnosing a node that misbehaved in a test run; unset, they go with the temp dir.
+KEEP_LOGS_ENV = "KFP_RAY_SANDBOX_KEEP_LOGS"
 
 
 # Ports for the sandbox's listeners come from below the kernel's ephemeral range, which
@@ -103,6 +106,34 @@ def _reserve(port: int, now: float) -> bool:
     return True
 
 
+# Every Ray process (worker, driver, and the job agent's own driver) binds a gRPC server on
+# 0.0.0.0 at a port its raylet hands out from --min/--max-worker-port, 10002-19999 by default,
+# without checking it is free machine-wide. Nodes of a real cluster each have their own
+# addresses; here they share the machine's, so two nodes handed the same port collide: a
+# head's job agent, connecting as a driver at its first job submission, died with "Failed to
+# start the grpc server ... port 10005 ... Address already in use", its raylet with it (fate
+# sharing), and every submission got 500s. So each node gets its own block of that range,
+# held machine-wide (abstract socket) for the node's lifetime.
+WORKER_PORTS = range(10002, 20000)  # Ray 2.52's default worker ports (ray start --help)
+WORKER_PORT_BLOCK = 100  # a node's workers, drivers and actors at once; ports are reused as they exit
+
+
+def hold_worker_ports() -> tuple[int, int, socket.socket]:
+    """(min, max) worker ports for one node, and the socket that holds them machine-wide
+    until closed (or its process ends)."""
+    blocks = list(range(WORKER_PORTS.start, WORKER_PORTS.stop - WORKER_PORT_BLOCK + 1, WORKER_PORT_BLOCK))
+    random.shuffle(blocks)
+    for low in blocks:
+        hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            hold.bind(f"\0kfp-ray-sandbox-workers-{low}")
+        except OSError:
+            hold.close()
+            continue
+        return low, low + WORKER_PORT_BLOCK - 1, hold
+    raise OSError(f"all {len(blocks)} blocks of Ray worker ports are held by running sandbox nodes")
+
+
 def ray_env(extra: dict | None = None) -> dict:
     """Environment for Ray processes: the sandbox's Ray image's bin first on PATH (so a job's
     `python` is the image's: Ray without training libraries, rayimage.py), and none of the
@@ -158,6 +189,8 @@ class RayNode:
         self.ports = dict(ports or {})
         for flag in NODE_PORT_FLAGS:
             self.ports.setdefault(flag, free_port())
+        low, high, self._worker_ports_hold = hold_worker_ports()
+        self.ports |= {"min-worker-port": low, "max-worker-port": high}
         self.log_path = root / f"{name}.log"
         self.proc: subprocess.Popen | None = None
         root.mkdir(parents=True, exist_ok=True)
@@ -274,8 +307,22 @@ class RayNode:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        self._keep_logs()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         self.pid_file.unlink(missing_ok=True)
+        self._worker_ports_hold.close()
+
+    def _keep_logs(self) -> None:
+        keep = os.environ.get(KEEP_LOGS_ENV)
+        logs = self.temp_dir / "session_latest" / "logs"
+        if keep and logs.is_dir():
+            dest = Path(keep) / f"{self.name}-{self.ip}-{self.temp_dir.name}"
+            try:
+                shutil.copytree(logs, dest, ignore=shutil.ignore_patterns("*.sock"), dirs_exist_ok=True,
+                                ignore_dangling_symlinks=True)
+                shutil.copy2(self.log_path, dest / "pod.log")
+            except (OSError, shutil.Error):
+                pass  # a diagnostic aid: never fails a stop
 
     def terminate(self) -> None:
         """SIGTERM to the `ray start` process alone, as a kubelet signals a container's main

@@ -37,3 +37,42 @@ def test_ports_are_outside_the_range_client_sockets_get_theirs_from():
     low, high = (int(x) for x in open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
     ports = [raynode.free_port() for _ in range(20)]
     assert not [p for p in ports if low <= p <= high], (low, high, ports)
+
+
+def test_each_node_gets_its_own_block_of_worker_ports_until_it_stops(tmp_path):
+    """Two nodes with overlapping worker ports collide on a gRPC bind (a head's job agent died
+    of it): every node's --min/--max-worker-port block is its own, across processes too."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys; from sandbox.raynode import hold_worker_ports; "
+                              "held = hold_worker_ports(); print(held[0], flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    nodes = []
+    try:
+        theirs = int(child.stdout.readline())
+        nodes = [raynode.RayNode(f"n{i}", "127.0.0.1", head=False, num_cpus=1, num_gpus=0, memory=10**8,
+                                 root=tmp_path, gcs_address="127.0.0.1:1") for i in range(20)]
+        blocks = [(n.ports["min-worker-port"], n.ports["max-worker-port"]) for n in nodes]
+        assert len({low for low, _ in blocks}) == 20 and theirs not in {low for low, _ in blocks}
+        assert all(raynode.WORKER_PORTS.start <= low < high < raynode.WORKER_PORTS.stop for low, high in blocks)
+        assert f"--min-worker-port={blocks[0][0]}" in nodes[0].command()
+        assert hold_free(blocks[0][0]) is None and hold_free(theirs) is None
+        nodes[0].stop()
+        assert hold_free(blocks[0][0]) == blocks[0][0]  # a stopped node's block is free again
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+        for n in nodes:  # stop() again is harmless
+            n.stop()
+
+
+def hold_free(low: int) -> int | None:
+    """low if its block can be held now (then let go again), else None."""
+    import socket
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.bind(f"\0kfp-ray-sandbox-workers-{low}")
+        return low
+    except OSError:
+        return None
+    finally:
+        s.close()
