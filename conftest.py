@@ -60,7 +60,10 @@ FIRST = (
     "tests/unit/test_runtime.py",
     "tests/unit/test_schema.py",
     "tests/unit/test_openapi.py",
+    # the longest runs next (each module stays on one worker: --dist loadscope)
+    "tests/pipelines/test_run_fashion_mnist.py",
     "tests/pipelines/test_run_local.py",
+    "tests/pipelines/test_job_contract.py",
     "tests/components/test_pipeline.py",
     "components/provision_ray_cluster/tests/test_provision.py",
     "tests/sandbox/test_faults.py",

@@ -21,12 +21,16 @@ RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
 # list-tags docker://registry.access.redhat.com/ubi9/python-311`), set it here and in the
 # Containerfile, run `python -m pipelines compile`, and commit compiled/ with it.
 BASE_IMAGE = "registry.access.redhat.com/ubi9/python-311:9.6-1756977307"
-# What each kind of task installs in the base image (pinned like pyproject.toml).
+# What each kind of task installs on the pip path (pinned like pyproject.toml): only what its
+# runtime code imports (benchmarks/pip_path.py measures each). Provision builds the manifest
+# with the CodeFlare SDK, whose import alone loads ray, pyarrow and pandas: no cut there.
 KUBE = ["kubernetes==30.1.0"]
 CODEFLARE = ["codeflare-sdk==0.34.0", "kubernetes==30.1.0"]
-RAY_JOBS = ["requests>=2.31,<3", "boto3>=1.34,<2", "kubernetes==30.1.0"]
+SUBMIT = ["requests>=2.31,<3", "boto3>=1.34,<2"]  # the dashboard's job API; s3:// working_dir
+FOLLOW = ["requests>=2.31,<3", "kubernetes==30.1.0"]  # the job API; delete and lease the cluster
 S3 = ["boto3>=1.34,<2"]
 DATA = ["boto3>=1.34,<2", "numpy>=1.26", "scikit-learn==1.9.1"]
+KINDS = {"KUBE": KUBE, "CODEFLARE": CODEFLARE, "SUBMIT": SUBMIT, "FOLLOW": FOLLOW, "S3": S3, "DATA": DATA}
 
 
 def build_options(packages: list[str]) -> dict:

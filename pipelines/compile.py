@@ -69,6 +69,9 @@ def add_parser(sub) -> None:
     c.add_argument("--image", metavar="REF", help="every task runs in REF, with no pip installs (see Containerfile)")
     c.add_argument("--pip-index-url", metavar="URL", help="tasks pip-install from URL (a mirror) instead of PyPI")
     c.add_argument("--pip-trusted-host", metavar="HOST", help="the mirror's host, reached without TLS verification")
+    c.add_argument("--rhoai", metavar="VERSION", help="rewrite for an older RHOAI server, e.g. 2.22 (docs/rhoai-versions.md)")
+    c.add_argument("--data-connection", metavar="NAME", help="fix the data connection's secret name at compile time "
+                   "(needed for RHOAI 2.19)")
     c.set_defaults(fn=cmd_compile)
 
 
@@ -100,15 +103,13 @@ def build_env(args) -> dict[str, str]:
 
 def cmd_compile(args) -> int:
     env = build_env(args)
-    if env and args.check:
-        raise SystemExit("compile: --check checks compiled/, which is compiled without --image or a mirror")
-    if env and args.out is None:
-        raise SystemExit("compile: with --image or --pip-index-url, give --out DIR (compiled/ keeps the default build)")
-    if env:
-        # components are built when their modules are imported: a fresh process builds them
-        # with these options, whatever this one has imported already
-        return subprocess.run([sys.executable, "-m", "pipelines", "compile", "--out", str(args.out)],
-                              env={**os.environ, **env}, cwd=registry.ROOT, check=False).returncode
+    rewritten = bool(args.rhoai or args.data_connection)
+    todo = _compat(args) if rewritten else []
+    if (env or rewritten) and args.check:
+        raise SystemExit("compile: --check checks compiled/, which is compiled with none of the options")
+    if (env or rewritten) and args.out is None:
+        raise SystemExit("compile: with --image, --pip-index-url, --rhoai or --data-connection, give --out DIR "
+                         "(compiled/ keeps the default build)")
     if args.check:
         names = stale()
         if names:
@@ -116,6 +117,32 @@ def cmd_compile(args) -> int:
             return 1
         print(f"compiled/ is up to date ({len(registry.PIPELINES)} pipelines, {len(registry.COMPONENTS)} components)")
         return 0
-    for path in compile_all(args.out or registry.COMPILED):
-        print(f"wrote {path}")
+    if env:
+        # components are built when their modules are imported: a fresh process builds them
+        # with these options, whatever this one has imported already
+        code = subprocess.run([sys.executable, "-m", "pipelines", "compile", "--out", str(args.out)],
+                              env={**os.environ, **env}, cwd=registry.ROOT, check=False).returncode
+        if code:
+            return code
+    else:
+        for path in compile_all(args.out or registry.COMPILED):
+            print(f"wrote {path}")
+    if rewritten:
+        from . import compat
+
+        for path in compat.rewrite_dir(args.out, args.rhoai or "3.0", args.data_connection or ""):
+            print(f"rewrote {path} for RHOAI {args.rhoai or '3.0+'} ({', '.join(todo) or 'nothing to change'})")
     return 0
+
+
+def _compat(args) -> list[str]:
+    """What --rhoai/--data-connection ask of the compiled YAML (pipelines/compat.py), checked."""
+    from . import compat
+
+    if args.data_connection is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", args.data_connection):
+        raise SystemExit(f"compile: --data-connection {args.data_connection!r} is not a secret name; "
+                         "write the data connection's secret, e.g. aws-connection-minio")
+    try:
+        return compat.needs(compat.parse_version(args.rhoai or "3.0"), args.data_connection or "")
+    except ValueError as exc:
+        raise SystemExit(f"compile: {exc}") from None

@@ -2,10 +2,10 @@ from typing import NamedTuple
 
 from kfp.dsl import Artifact, Metrics, Output
 
-from components._build import RAY_JOBS, ray_component
+from components._build import FOLLOW, ray_component
 
 
-@ray_component(packages=RAY_JOBS)
+@ray_component(packages=FOLLOW)
 def follow_ray_job(
     dashboard_url: str,
     job_id: str,

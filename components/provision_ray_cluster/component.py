@@ -90,7 +90,7 @@ def provision_ray_cluster(
         renew_every_seconds: How often the lease is renewed (lease_seconds must be at
             least twice as long).
         pip_index_url: A PyPI mirror for a disconnected cluster: PIP_INDEX_URL in every Ray
-            pod, so the jobs' runtime_env pip installs from it. Empty: the image's default.
+            pod, so the jobs' runtime_env pip takes packages from it. Empty: the image's default.
         pip_trusted_host: The mirror's host, reached without TLS verification (PIP_TRUSTED_HOST).
 
     Returns:

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from components._build import RAY_JOBS, ray_component
+from components._build import SUBMIT, ray_component
 
 
 def submit_ray_job(
@@ -52,10 +52,10 @@ def submit_ray_job(
 
 
 _submit_ray_job = submit_ray_job
-submit_ray_job = ray_component(packages=RAY_JOBS)(_submit_ray_job)
+submit_ray_job = ray_component(packages=SUBMIT)(_submit_ray_job)
 
 
 def submit_ray_job_with_code(code_dir: str | Path):
     """A submit_ray_job component with `code_dir` embedded as its `code/` directory: pass
     working_dir="code" to run it. The job's code then travels inside the compiled YAML."""
-    return ray_component(packages=RAY_JOBS, code_dir=code_dir)(_submit_ray_job)
+    return ray_component(packages=SUBMIT, code_dir=code_dir)(_submit_ray_job)

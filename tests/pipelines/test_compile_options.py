@@ -81,3 +81,45 @@ def test_bad_options_are_refused_naming_the_option(args, says, tmp_path):
     r = compile_cli(*args)
     assert r.returncode != 0 and says in r.stderr, r.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_for_an_older_rhoai_the_yaml_loses_optional_secrets_and_can_fix_the_data_connection(tmp_path):
+    """kfp-kubernetes 2.17 writes `optional` on every secretAsEnv: KFP < 2.15 (RHOAI < 3.0)
+    refuses it; RHOAI 2.19 also ignores secret names from parameters (docs/rhoai-versions.md)."""
+    from pipelines import compat
+
+    text = (registry.COMPILED / "xgboost_tune.yaml").read_text()
+    assert "optional: true" in text and "componentInputParameter: pipelinechannel--data_connection" in text
+
+    def secret_entries(rewritten):
+        platform = list(yaml.safe_load_all(rewritten))[1]
+        execs = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+        return [e for ex in execs.values() for e in ex.get("secretAsEnv", [])]
+
+    newer = secret_entries(compat.rewrite(text, compat.needs((2, 22), ""), ""))
+    assert newer and all("optional" not in e for e in newer)
+    assert {k["envVar"] for e in newer for k in e["keyToEnv"]} == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                                                    "AWS_S3_ENDPOINT", "AWS_S3_BUCKET"}
+    assert all(e["secretNameParameter"] == {"componentInputParameter": "pipelinechannel--data_connection"} for e in newer)
+
+    fixed = compat.rewrite(text, compat.needs((2, 19), "my-conn"), "my-conn")
+    assert all(e["secretName"] == "my-conn" and e["secretNameParameter"] == {"runtimeValue": {"constant": "my-conn"}}
+               for e in secret_entries(fixed))
+    spec = next(yaml.safe_load_all(fixed))
+    assert spec["root"]["inputDefinitions"]["parameters"]["data_connection"]["defaultValue"] == "my-conn"
+    assert compat.needs((3, 0), "") == []
+    with pytest.raises(ValueError, match="--data-connection"):
+        compat.needs((2, 19), "")
+    with pytest.raises(ValueError, match="RHOAI 2.19 or newer"):
+        compat.needs((2, 16), "")
+
+
+def test_compile_rhoai_writes_rewritten_yaml_and_refuses_what_cannot_work(tmp_path):
+    out = tmp_path / "old"
+    r = subprocess.run([sys.executable, "-m", "pipelines", "compile", "--out", str(out), "--rhoai", "2.22"],
+                       cwd=registry.ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "optional:" not in (out / "ray_training.yaml").read_text().split("(pipelines/compat.py)")[1]
+    r = subprocess.run([sys.executable, "-m", "pipelines", "compile", "--out", str(out), "--rhoai", "2.19"],
+                       cwd=registry.ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "--data-connection NAME" in r.stderr

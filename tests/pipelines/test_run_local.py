@@ -6,28 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.pipelines.cli_runs import ROOT, run_cli, summary_metrics
+
 pytestmark = pytest.mark.ray
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run_cli(name, *params, keep=None):
-    args = [sys.executable, "-m", "pipelines", "run", name, "--local"]
-    for p in params:
-        args += ["--param", p]
-    if keep:
-        args += ["--keep-outputs", str(keep)]
-    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
-
-
-def summary_metrics(out: str) -> dict:
-    line = next(li for li in out.splitlines() if li.startswith("metrics: "))
-    return {k: float(v) for k, v in re.findall(r"(\w+)=([\d.e+-]+)", line)}
 
 
 def test_xgboost_tune_through_the_cli(tmp_path):
@@ -44,14 +29,6 @@ def test_xgboost_tune_through_the_cli(tmp_path):
     assert re.search(r"in S3 under s3://kfp-ray/runs/\S+: \d+ objects, [1-9]\d* checkpoint files, model yes", out)
     report = Path(next(li for li in out.splitlines() if li.startswith("report: ")).split(": ", 1)[1]).read_text()
     assert "Confusion matrix" in report and "Best trial" in report and "trials.csv" in report
-
-
-def test_fashion_mnist_ray_train_through_the_cli():
-    run = run_cli("fashion_mnist", "epochs=8")
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    m = summary_metrics(run.stdout)
-    assert m["accuracy"] > 0.8 and m["workers"] == 2  # 10 classes: chance is 10%
-    assert re.search(r"[1-9]\d* checkpoint files, model yes", run.stdout)
 
 
 def test_generic_ray_training_through_the_cli(tmp_path):
@@ -72,25 +49,3 @@ def test_generic_ray_training_through_the_cli(tmp_path):
     assert [a["displayName"] for a in matrix["annotationSpecs"]] == ["malignant", "benign"]
     model = next(outputs.glob("**/publish-training-results/model"))
     assert json.loads(model.read_text())  # the model itself, copied into the artifact
-
-
-def test_a_job_that_writes_no_results_json_still_succeeds_and_reports_what_it_printed(tmp_path):
-    """Any existing training script: no results.json, metrics printed as KFP_RAY_METRICS lines."""
-    script = r"""print('epoch 1 done'); print('KFP_RAY_METRICS {\"loss\": 0.125, \"epochs\": 1}')"""  # in sh's "..."
-    run = run_cli("ray_training", f'entrypoint=python -c "{script}"', "num_workers=0", "head_memory=2Gi",
-                  keep=tmp_path / "out")
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "ray_training: SUCCESS" in run.stdout
-    assert summary_metrics(run.stdout)["loss"] == 0.125
-    report = next((tmp_path / "out").glob("**/publish-training-results/report")).read_text()
-    assert "wrote no `results.json`" in report and "| loss | 0.125 |" in report
-    assert "epoch 1 done" in report and re.search(r"output location: `s3://kfp-ray/runs/\S+/`", report)
-
-
-def test_a_job_without_its_requirements_fails_with_the_import_error_in_the_task_log():
-    """The sandbox's Ray image is RHOAI's: no xgboost or boto3 unless runtime_env pip installs them."""
-    run = run_cli("xgboost_tune", "samples=2", "concurrent_trials=1", "install_requirements=false")
-    assert run.returncode != 0
-    out = run.stdout + run.stderr
-    assert re.search(r"ModuleNotFoundError: No module named '(xgboost|boto3)'", out), out[-4000:]
-    assert "xgboost_tune: FAILURE" in out

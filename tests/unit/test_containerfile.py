@@ -39,7 +39,7 @@ def test_it_installs_exactly_the_components_pinned_packages_and_runs_as_non_root
     ins = instructions()
     (run,) = [a for w, a in ins if w == "RUN" and "pip install" in a]
     installed = set(re.findall(r'"([^"]+)"', run))
-    wanted = {"kfp==2.17.0", *_build.KUBE, *_build.CODEFLARE, *_build.RAY_JOBS, *_build.S3, *_build.DATA}
+    wanted = {"kfp==2.17.0", *(p for kind in _build.KINDS.values() for p in kind)}
     assert installed == wanted
     assert "-c /tmp/kfp-ray/constraints.txt" in run
     pyproject = (ROOT / "pyproject.toml").read_text()

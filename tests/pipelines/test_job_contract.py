@@ -1,0 +1,34 @@
+"""What a job owes kfp-ray: its requirements (or it fails with the import error, as on
+RHOAI), and no results.json (the run succeeds with what the job printed)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.pipelines.cli_runs import run_cli, summary_metrics
+
+pytestmark = pytest.mark.ray
+
+
+def test_a_job_without_its_requirements_fails_with_the_import_error_in_the_task_log():
+    """The sandbox's Ray image is RHOAI's: no xgboost or boto3 unless runtime_env pip installs them."""
+    run = run_cli("xgboost_tune", "samples=2", "concurrent_trials=1", "num_workers=0", "install_requirements=false")
+    assert run.returncode != 0
+    out = run.stdout + run.stderr
+    assert re.search(r"ModuleNotFoundError: No module named '(xgboost|boto3)'", out), out[-4000:]
+    assert "xgboost_tune: FAILURE" in out
+
+
+def test_a_job_that_writes_no_results_json_still_succeeds_and_reports_what_it_printed(tmp_path):
+    """Any existing training script: no results.json, metrics printed as KFP_RAY_METRICS lines."""
+    script = r"""print('epoch 1 done'); print('KFP_RAY_METRICS {\"loss\": 0.125, \"epochs\": 1}')"""  # in sh's "..."
+    run = run_cli("ray_training", f'entrypoint=python -c "{script}"', "num_workers=0", "head_memory=2Gi",
+                  keep=tmp_path / "out")
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "ray_training: SUCCESS" in run.stdout
+    assert summary_metrics(run.stdout)["loss"] == 0.125
+    report = next((tmp_path / "out").glob("**/publish-training-results/report")).read_text()
+    assert "wrote no `results.json`" in report and "| loss | 0.125 |" in report
+    assert "epoch 1 done" in report and re.search(r"output location: `s3://kfp-ray/runs/\S+/`", report)

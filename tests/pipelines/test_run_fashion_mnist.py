@@ -1,0 +1,21 @@
+"""fashion_mnist from its compiled YAML: Ray Train over 2 workers, torch installed on every
+Ray node by runtime_env pip (the Ray image has none). Its own module: the longest run, spread
+by xdist apart from the others."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.pipelines.cli_runs import run_cli, summary_metrics
+
+pytestmark = pytest.mark.ray
+
+
+def test_fashion_mnist_ray_train_through_the_cli():
+    run = run_cli("fashion_mnist", "epochs=8")
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    m = summary_metrics(run.stdout)
+    assert m["accuracy"] > 0.8 and m["workers"] == 2  # 10 classes: chance is 10%
+    assert re.search(r"[1-9]\d* checkpoint files, model yes", run.stdout)
