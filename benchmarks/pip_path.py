@@ -52,8 +52,10 @@ def measure(name: str, packages: list[str], work: Path) -> dict:
     empty = size_mb(site)
     pip = [str(py), "-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check"]
     t0 = time.monotonic()
-    subprocess.run(pip + KFP, check=True)
-    subprocess.run(pip + packages, check=True)
+    for args in (KFP, packages):  # as the task's command runs them: kfp first, then the kind's
+        done = subprocess.run(pip + args, capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"pip install {' '.join(args)} failed:\n{done.stderr[-2000:]}")
     seconds = time.monotonic() - t0
     mb = size_mb(site) - empty
     ok = subprocess.run([str(py), "-c", f"import {IMPORTS[name]}"], capture_output=True, text=True)
