@@ -182,13 +182,16 @@ def evicted_then_readmitted(ctx):
     again, and this time they start."""
     ctx.faults(slow_start=600)
     watch = ctx.jobs()
-    run = ctx.run(admission_timeout=240, startup_timeout=240, timeout=500)
+    # startup_timeout is summed over evictions: the pods-ready timeout spent before the
+    # eviction, plus 180 s for a real start on a loaded machine (one took over 90 s while
+    # three torch installs ran beside it)
+    run = ctx.run(admission_timeout=240, startup_timeout=PLATFORM["pods_ready_timeout_s"] + 180, timeout=600)
     with ctx.idle():
         ctx.until(lambda: ctx.trace().evicted, PLATFORM["pods_ready_timeout_s"] + 90, "Kueue's PodsReadyTimeout eviction",
                   interval=0.05)
         ctx.clear_faults()  # before the requeue backoff (2 s) ends and the pods are made again
     ctx.t_fault = ctx.trace().evicted
-    run.wait(500)
+    run.wait(600)
     ctx.t_detect = run.log.first(r"(?i)evict", after=ctx.t_fault)
     ctx.t_useless = watch.ended()
     assert ctx.t_detect is not None, "provision did not say it was evicted"
