@@ -1,6 +1,6 @@
-"""fashion_mnist from its compiled YAML: Ray Train over 2 workers, torch installed on every
-Ray node by runtime_env pip (the Ray image has none). Its own module: the longest run, spread
-by xdist apart from the others."""
+"""fashion_mnist from its compiled YAML: Ray Train over 2 workers on 2 Ray nodes (head and
+one worker pod), torch installed on each node by runtime_env pip (the Ray image has none).
+Its own module: the longest run, spread by xdist apart from the others."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ pytestmark = pytest.mark.ray
 
 
 def test_fashion_mnist_ray_train_through_the_cli():
-    run = run_cli("fashion_mnist", "epochs=8")
+    # one worker pod, not the default two: each node unpacks torch (~700 MB) on this 2-core
+    # machine, and two nodes still make it distributed
+    run = run_cli("fashion_mnist", "epochs=8", "num_workers=1")
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     m = summary_metrics(run.stdout)
     assert m["accuracy"] > 0.8 and m["workers"] == 2  # 10 classes: chance is 10%
