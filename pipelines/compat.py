@@ -36,12 +36,10 @@ def needs(rhoai: tuple[int, int], data_connection: str) -> list[str]:
     todo = []
     if rhoai < OPTIONAL_SECRETS:
         todo.append("strip-optional")
-    if rhoai < PARAM_SECRET_NAMES:
-        if not data_connection:
-            raise ValueError(f"RHOAI {rhoai[0]}.{rhoai[1]} ignores secret names taken from pipeline parameters: "
-                             "give --data-connection NAME (the data connection's secret, e.g. aws-connection-minio)")
-        todo.append("fix-secret-name")
-    elif data_connection:
+    if rhoai < PARAM_SECRET_NAMES and not data_connection:
+        raise ValueError(f"RHOAI {rhoai[0]}.{rhoai[1]} ignores secret names taken from pipeline parameters: "
+                         "give --data-connection NAME (the data connection's secret, e.g. aws-connection-minio)")
+    if data_connection:
         todo.append("fix-secret-name")
     return todo
 
@@ -82,11 +80,9 @@ def _walk(node, todo, data_connection) -> None:
             _walk(v, todo, data_connection)
 
 
-def rewrite_dir(out: Path, rhoai: str, data_connection: str) -> list[Path]:
-    todo = needs(parse_version(rhoai), data_connection)
-    written = []
-    for path in sorted(out.glob("**/*.yaml")):
-        if todo:
-            path.write_text(rewrite(path.read_text(), todo, data_connection))
-        written.append(path)
-    return written
+def rewrite_dir(out: Path, todo: list[str], data_connection: str) -> list[Path]:
+    """Rewrite every compiled YAML under out as `todo` (from needs()) says."""
+    paths = sorted(out.glob("**/*.yaml"))
+    for path in paths if todo else []:
+        path.write_text(rewrite(path.read_text(), todo, data_connection))
+    return paths

@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from . import registry
-
-# an image reference: [registry[:port]/]path[:tag][@sha256:digest], lower-case path
-IMAGE_REF = re.compile(r"^(?:[a-zA-Z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[\w][\w.-]{0,127})?"
-                       r"(?:@sha256:[a-f0-9]{64})?$")
 
 
 def compile_one(pipeline, path: Path) -> bytes:
@@ -78,19 +73,20 @@ def add_parser(sub) -> None:
 def build_env(args) -> dict[str, str]:
     """The component build environment the options ask for (components/__init__.py); bad
     combinations are refused, naming the option and the fix."""
+    from kfp_ray.validate import Checker, image_reference_problem
+
     from components import IMAGE_ENV, PIP_INDEX_URL_ENV, PIP_TRUSTED_HOST_ENV
 
     if args.image and (args.pip_index_url or args.pip_trusted_host):
         raise SystemExit("compile: --image tasks install nothing; drop --pip-index-url/--pip-trusted-host "
                          "(or drop --image to keep the pip path)")
-    if args.pip_trusted_host and not args.pip_index_url:
-        raise SystemExit("compile: --pip-trusted-host needs --pip-index-url (the mirror it belongs to)")
-    if args.image and not IMAGE_REF.match(args.image):
-        raise SystemExit(f"compile: --image {args.image!r} is not an image reference; "
+    problem = image_reference_problem(args.image) if args.image else ""
+    if problem:
+        raise SystemExit(f"compile: --image {args.image!r} is not an image reference ({problem}); "
                          "write e.g. quay.io/my-org/kfp-ray-components:1.0 or ...@sha256:<digest>")
-    if args.pip_index_url and not re.match(r"^https?://[^\s/]+", args.pip_index_url):
-        raise SystemExit(f"compile: --pip-index-url {args.pip_index_url!r} must be an http(s) URL, "
-                         "e.g. https://nexus.example.com/repository/pypi/simple")
+    c = Checker()  # the same check provision_ray_cluster makes of its pip_index_url/pip_trusted_host
+    c.pip_mirror("--pip-index-url", args.pip_index_url or "", "--pip-trusted-host", args.pip_trusted_host or "")
+    _done(c)
     env = {}
     if args.image:
         env[IMAGE_ENV] = args.image
@@ -130,19 +126,32 @@ def cmd_compile(args) -> int:
     if rewritten:
         from . import compat
 
-        for path in compat.rewrite_dir(args.out, args.rhoai or "3.0", args.data_connection or ""):
+        for path in compat.rewrite_dir(args.out, todo, args.data_connection or ""):
             print(f"rewrote {path} for RHOAI {args.rhoai or '3.0+'} ({', '.join(todo) or 'nothing to change'})")
     return 0
 
 
 def _compat(args) -> list[str]:
     """What --rhoai/--data-connection ask of the compiled YAML (pipelines/compat.py), checked."""
+    from kfp_ray.validate import Checker
+
     from . import compat
 
-    if args.data_connection is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", args.data_connection):
-        raise SystemExit(f"compile: --data-connection {args.data_connection!r} is not a secret name; "
-                         "write the data connection's secret, e.g. aws-connection-minio")
+    if args.data_connection is not None:
+        c = Checker()
+        c.dns_subdomain("--data-connection", args.data_connection)  # a Secret's name
+        _done(c)
     try:
         return compat.needs(compat.parse_version(args.rhoai or "3.0"), args.data_connection or "")
     except ValueError as exc:
+        raise SystemExit(f"compile: {exc}") from None
+
+
+def _done(checker) -> None:
+    """The options' problems, as the CLI reports them (exit 2, naming the option and the fix)."""
+    from kfp_ray.errors import KfpRayError
+
+    try:
+        checker.done()
+    except KfpRayError as exc:
         raise SystemExit(f"compile: {exc}") from None

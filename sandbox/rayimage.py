@@ -69,38 +69,26 @@ def python() -> str:
     py = root / "bin" / "python"
     if py.exists():
         return str(py)
-    tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
+    tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")  # built aside, renamed into place: xdist workers race
     shutil.rmtree(tmp, ignore_errors=True)
-    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(tmp / "venv")], check=True,
-                   capture_output=True)
-    packages = tmp / "packages"
-    packages.mkdir()
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(tmp)], check=True, capture_output=True)
+    (tmp / "packages").mkdir()
     for name in entries:
-        (packages / name).symlink_to(site / name)
-    # the venv's own site-packages (its path inside the venv, whatever the Python version)
-    venv_site = next((tmp / "venv" / "lib").glob("python*/site-packages"))
+        (tmp / "packages" / name).symlink_to(site / name)
+    venv_site = next((tmp / "lib").glob("python*/site-packages"))
     (venv_site / "kfp_ray_sandbox_image.pth").write_text(f"{root / 'packages'}\n")
-    # one directory holding venv and packages, renamed into place at once (xdist workers race)
-    for item in (tmp / "venv").iterdir():
-        item.rename(tmp / item.name)
-    (tmp / "venv").rmdir()
-    _fix_venv_paths(tmp, root)
+    # venv writes its own path into pyvenv.cfg and the bin/ scripts: make them name root
+    for f in [tmp / "pyvenv.cfg", *(tmp / "bin").iterdir()]:
+        if f.is_file() and not f.is_symlink():
+            try:
+                f.write_text(f.read_text().replace(str(tmp), str(root)))
+            except UnicodeDecodeError:
+                continue
     try:
         os.rename(tmp, root)
     except OSError:  # another process built it first
         shutil.rmtree(tmp, ignore_errors=True)
     return str(py)
-
-
-def _fix_venv_paths(tmp: Path, root: Path) -> None:
-    """venv writes its own path into pyvenv.cfg and bin/ scripts: make them name root."""
-    for f in [tmp / "pyvenv.cfg", *(tmp / "bin").iterdir()]:
-        if f.is_file() and not f.is_symlink():
-            try:
-                text = f.read_text()
-            except UnicodeDecodeError:
-                continue
-            f.write_text(text.replace(str(tmp / "venv"), str(root)))
 
 
 def bin_dir() -> str:

@@ -94,16 +94,24 @@ def free_port() -> int:
         raise OSError(f"no free port in {ports.start}-{ports.stop - 1} after 10000 tries")
 
 
-def _reserve(port: int, now: float) -> bool:
-    """Hold `port` machine-wide for this process; False if another process holds it."""
+def _hold(name: str) -> socket.socket | None:
+    """A machine-wide hold on `name` (an abstract Unix socket: no file, gone with its process
+    however it ends), or None if another holder has it."""
     hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        hold.bind(f"\0kfp-ray-sandbox-port-{port}")
+        hold.bind(f"\0kfp-ray-sandbox-{name}")
     except OSError:
         hold.close()
-        return False
-    _held[port] = (now, hold)
-    return True
+        return None
+    return hold
+
+
+def _reserve(port: int, now: float) -> bool:
+    """Hold `port` machine-wide for this process; False if another process holds it."""
+    hold = _hold(f"port-{port}")
+    if hold is not None:
+        _held[port] = (now, hold)
+    return hold is not None
 
 
 # Every Ray process (worker, driver, and the job agent's own driver) binds a gRPC server on
@@ -124,13 +132,9 @@ def hold_worker_ports() -> tuple[int, int, socket.socket]:
     blocks = list(range(WORKER_PORTS.start, WORKER_PORTS.stop - WORKER_PORT_BLOCK + 1, WORKER_PORT_BLOCK))
     random.shuffle(blocks)
     for low in blocks:
-        hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            hold.bind(f"\0kfp-ray-sandbox-workers-{low}")
-        except OSError:
-            hold.close()
-            continue
-        return low, low + WORKER_PORT_BLOCK - 1, hold
+        hold = _hold(f"workers-{low}")
+        if hold is not None:
+            return low, low + WORKER_PORT_BLOCK - 1, hold
     raise OSError(f"all {len(blocks)} blocks of Ray worker ports are held by running sandbox nodes")
 
 
@@ -215,7 +219,8 @@ class RayNode:
         os.replace(tmp, self.pid_file)
 
     def command(self) -> list[str]:
-        cmd = [rayimage.python(), "-m", "ray.scripts.scripts", "start", "--block", f"--node-ip-address={self.ip}", f"--temp-dir={self.temp_dir}",
+        cmd = [rayimage.python(), "-m", "ray.scripts.scripts", "start", "--block",  # `ray start`, in the image
+               f"--node-ip-address={self.ip}", f"--temp-dir={self.temp_dir}",
                f"--num-cpus={max(0, math.ceil(self.num_cpus))}", f"--num-gpus={math.ceil(self.num_gpus)}",
                f"--memory={self.memory}",
                f"--object-store-memory={min(OBJECT_STORE_CAP, max(78643200, self.memory // 4))}",

@@ -46,9 +46,8 @@ def publish_training_results(
         with open(model.path, "w") as fh:
             fh.write(f"No model: the job wrote no results.json. Its outputs, if any, are under {output_uri}\n")
         model.metadata.update({"s3_uri": output_uri, "results_uri": ""})
-        for name, value in sorted(printed.items()):
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                metrics.log_metric(name, float(value))
+        for name, value in res.numeric(printed).items():
+            metrics.log_metric(name, float(value))
         with open(report.path, "w") as fh:
             fh.write(res.markdown_without_results(output_uri, results_uri, run_id, printed, tail))
         print(f"[kfp-ray] the job wrote no results.json at {results_uri}: published its printed metrics and log")
@@ -57,9 +56,8 @@ def publish_training_results(
         fh.write(res.fetch(data["model_uri"]))
     model.metadata.update({"s3_uri": data["model_uri"], "framework": data.get("framework", ""),
                            "format": data.get("model_format", ""), "results_uri": results_uri})
-    for name, value in sorted(data.get("metrics", {}).items()):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            metrics.log_metric(name, float(value))
+    for name, value in res.numeric(data.get("metrics", {})).items():
+        metrics.log_metric(name, float(value))
     cm = data.get("confusion_matrix")
     if cm:
         confusion_matrix.log_confusion_matrix(cm["labels"], cm["matrix"])

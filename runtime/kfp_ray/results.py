@@ -29,7 +29,7 @@ def load(results_uri: str) -> dict | None:
     try:
         body = fetch(results_uri)
     except Exception as exc:  # noqa: BLE001 - a missing key is an answer; anything else fails the task
-        if _missing(exc):
+        if s3.not_found(exc):
             return None
         raise KfpRayError(f"could not read {results_uri} ({type(exc).__name__}: {str(exc)[:200]}). Fix: check the "
                           "data connection's keys and bucket") from None
@@ -43,11 +43,9 @@ def load(results_uri: str) -> dict | None:
     return data
 
 
-def _missing(exc: Exception) -> bool:
-    """S3's answer for a key that is not there (boto3 ClientError NoSuchKey / 404)."""
-    error = getattr(exc, "response", None)
-    code = error.get("Error", {}).get("Code", "") if isinstance(error, dict) else ""
-    return code in ("NoSuchKey", "404", "NotFound")
+def numeric(metrics: dict) -> dict:
+    """The metrics KFP can show (numbers, not booleans), sorted by name."""
+    return {k: v for k, v in sorted(metrics.items()) if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def markdown_without_results(output_uri: str, results_uri: str, run_id: str, metrics: dict, log_tail: str) -> str:
@@ -58,7 +56,7 @@ def markdown_without_results(output_uri: str, results_uri: str, run_id: str, met
              "outputs would be, and the end of its log (the full log is the follow task's `job_log`). For a "
              "model, a confusion matrix and a fuller report, write results.json as pipelines/jobs/README.md "
              "describes.", ""]
-    numbers = {k: v for k, v in sorted(metrics.items()) if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    numbers = numeric(metrics)
     if numbers:
         lines += ["| metric | value |", "| --- | --- |"]
         lines += [f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in numbers.items()]

@@ -43,6 +43,14 @@ def split(uri: str) -> tuple[str, str]:
     return parsed.netloc, parsed.path.lstrip("/")
 
 
+def not_found(exc: Exception) -> bool:
+    """S3's answer for a key that is not there: boto3's ClientError NoSuchKey (get_object) or
+    404 (head_object, download_file)."""
+    error = getattr(exc, "response", None)
+    code = error.get("Error", {}).get("Code", "") if isinstance(error, dict) else ""
+    return code in ("NoSuchKey", "404", "NotFound") or "404" in str(exc) or "Not Found" in str(exc)
+
+
 def download(uri: str, dest: Path, s3=None) -> Path:
     """Download an object (to dest/<basename>) or every object under a prefix (into dest)."""
     s3 = s3 or client()
@@ -54,7 +62,7 @@ def download(uri: str, dest: Path, s3=None) -> Path:
             retry(lambda: s3.download_file(bucket, key, str(target)), f"download {uri}")
             return target
         except Exception as exc:  # noqa: BLE001 - a prefix without the trailing slash
-            if "404" not in str(exc) and "Not Found" not in str(exc):
+            if not not_found(exc):
                 raise
             key += "/"
     found = 0

@@ -5,7 +5,6 @@ returns plain values for the component's outputs."""
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -24,13 +23,7 @@ def _namespace(namespace: str) -> str:
 def pip_mirror_env(index_url: str, trusted_host: str) -> dict[str, str]:
     """PIP_INDEX_URL/PIP_TRUSTED_HOST for the Ray pods (whose runtime_env pip reads them), checked."""
     c = Checker()
-    if index_url and not re.match(r"^https?://[^\s/]+", index_url):
-        c.fail("pip_index_url", f"{index_url!r} is not an http(s) URL",
-               "give the mirror's simple index, e.g. https://nexus.example.com/repository/pypi/simple")
-    if trusted_host and not index_url:
-        c.fail("pip_trusted_host", "is set without pip_index_url", "give the mirror's pip_index_url too")
-    if trusted_host and not re.fullmatch(r"[A-Za-z0-9.-]+(:\d+)?", trusted_host):
-        c.fail("pip_trusted_host", f"{trusted_host!r} is not a host[:port]", "give e.g. nexus.example.com")
+    c.pip_mirror("pip_index_url", index_url, "pip_trusted_host", trusted_host)
     c.done()
     env = {"PIP_INDEX_URL": index_url} if index_url else {}
     return env | ({"PIP_TRUSTED_HOST": trusted_host} if trusted_host else {})

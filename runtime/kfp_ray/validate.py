@@ -189,6 +189,17 @@ class Checker:
                       "give a relative prefix like 'projects/mnist/run-7' (letters, digits and !-_.*'() between "
                       "'/'), or leave it empty for runs/<run id>; the bucket comes from the data connection")
 
+    def pip_mirror(self, index_field: str, index_url: str, host_field: str, trusted_host: str) -> None:
+        """A PyPI mirror's simple index (http(s)), and the one host pip may reach without TLS
+        verification, which belongs to it."""
+        if index_url and not re.match(r"^https?://[^\s/]+", index_url):
+            self.fail(index_field, f"{index_url!r} is not an http(s) URL",
+                      "give the mirror's simple index, e.g. https://nexus.example.com/repository/pypi/simple")
+        if trusted_host and not index_url:
+            self.fail(host_field, f"is set without {index_field}", f"give the mirror's {index_field} too")
+        if trusted_host and not re.fullmatch(r"[A-Za-z0-9.-]+(:\d+)?", trusted_host):
+            self.fail(host_field, f"{trusted_host!r} is not a host[:port]", "give e.g. nexus.example.com")
+
     def not_empty(self, field: str, value: str, fix: str) -> None:
         if not isinstance(value, str) or not value.strip():
             self.fail(field, "is empty", fix)

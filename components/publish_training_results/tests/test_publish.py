@@ -31,9 +31,10 @@ def test_a_job_without_results_gets_a_report_of_what_it_printed_and_where_its_ou
 
 def test_only_a_missing_key_means_no_results():
     from botocore.exceptions import ClientError
+    from kfp_ray import s3
 
     def error(code):
         return ClientError({"Error": {"Code": code, "Message": code}}, "GetObject")
 
-    assert results._missing(error("NoSuchKey")) and results._missing(error("404"))
-    assert not results._missing(error("AccessDenied")) and not results._missing(OSError("timed out"))
+    assert s3.not_found(error("NoSuchKey")) and s3.not_found(error("404"))
+    assert not s3.not_found(error("AccessDenied")) and not s3.not_found(OSError("timed out"))
