@@ -25,16 +25,9 @@ def compiled_path(name: str) -> Path:
 
 
 # Each component also compiled alone (compiled/components/<name>.yaml), for
-# kfp.components.load_component_from_file and Elyra's component catalog.
-COMPONENTS = (
-    "provision_ray_cluster",
-    "submit_ray_job",
-    "follow_ray_job",
-    "teardown_ray_cluster",
-    "stage_dataset",
-    "publish_training_results",
-    "sweep_ray_clusters",
-)
+# kfp.components.load_component_from_file and Elyra's component catalog: every folder of
+# components/ with a component.py, whose component function is named after the folder.
+COMPONENTS = tuple(sorted(p.parent.name for p in (ROOT / "components").glob("*/component.py")))
 
 
 def load_component(name: str):
