@@ -9,14 +9,14 @@ STAMP  := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml sandbox/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e ./sandbox -e '.[test]'
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m pipelines run xgboost_tune --local
+	$(BIN)/kfp-ray run xgboost_tune --local
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

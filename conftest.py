@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from sandbox import Sandbox
-from sandbox.client import SandboxClient
+from kfp_ray_sandbox import Sandbox
+from kfp_ray_sandbox.client import SandboxClient
 
 
 @pytest.hookimpl(trylast=True)  # after xdist's own, which registers its controller ("dsession")
@@ -22,7 +22,7 @@ def pytest_configure(config):
     import signal
     import threading
 
-    from sandbox.reaper import children, die_with_parent, raise_interrupt, signal_pid
+    from kfp_ray_sandbox.reaper import children, die_with_parent, raise_interrupt, signal_pid
 
     if threading.current_thread() is not threading.main_thread():
         return
@@ -101,7 +101,7 @@ _RUNNING: list[Sandbox] = []  # the session's sandbox, for pytest_keyboard_inter
 
 @pytest.fixture(scope="session")
 def box(tmp_path_factory):
-    from sandbox.reaper import owned_tempdir
+    from kfp_ray_sandbox.reaper import owned_tempdir
 
     os.environ["CODEFLARE_TLS_DIR"] = str(tmp_path_factory.mktemp("codeflare-tls"))
     sb = Sandbox(tmp_path_factory.mktemp("sandbox"))
@@ -185,7 +185,7 @@ def run_local(box, tmp_path):
     returns (result, log text)."""
     import io
 
-    from pipelines import local
+    from kfp_ray.pipelines import local
 
     def run(target, arguments, env=None, output=None, on_start=None):
         buf = output or io.StringIO()
@@ -202,7 +202,6 @@ def ray_cluster(box):
     """One small real RayCluster for a test module, provisioned by the runtime library
     (as admin); deleted at the end. Yields kfp_ray.cluster.Provisioned."""
     from kfp_ray import cluster, tasks
-
     from tests.helpers import kube_identity
 
     with kube_identity(box.info["kubeconfig"]):

@@ -25,9 +25,9 @@ def main() -> int:
     ap.add_argument("--hold", action="store_true",
                     help="after the first cluster is ready, print 'holding' and wait to be stopped (to test its cleanup)")
     args = ap.parse_args()
-    from sandbox import Sandbox, wait_until
-    from sandbox.client import SandboxClient
-    from sandbox.reaper import owned_tempdir, sigterm_as_interrupt, wait_interruptibly
+    from kfp_ray_sandbox import Sandbox, wait_until
+    from kfp_ray_sandbox.client import SandboxClient
+    from kfp_ray_sandbox.reaper import owned_tempdir, sigterm_as_interrupt, wait_interruptibly
 
     # The sandbox's own temp dir, and this process's temp files, go if it dies (its watchdog
     # removes them and stops its Ray); SIGTERM unwinds like Ctrl-C.
@@ -37,6 +37,7 @@ def main() -> int:
             client = SandboxClient(box.info)
             os.environ["KUBECONFIG"] = box.info["kubeconfig"]
             from codeflare_sdk import Cluster, ClusterConfiguration, KubeConfigFileAuthentication
+
             from kfp_ray import cluster as kcluster
             from kfp_ray import tasks
 

@@ -65,7 +65,7 @@ def measure(name: str, packages: list[str], work: Path) -> dict:
 
 
 def main() -> int:
-    from components import _build
+    from kfp_ray.components import _build
 
     kinds = {**BASELINE, **_build.KINDS}
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

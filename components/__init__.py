@@ -1,8 +1,29 @@
 """kfp-ray KFP components: one folder each, thin typed wrappers over the runtime library
-(runtime/kfp_ray), which travels inside every compiled component."""
+(runtime/kfp_ray), which travels inside every compiled component.
+
+    from kfp_ray.components import provision_ray_cluster, submit_ray_job
+
+Each name is the component (built when first asked for, with the build options below), the
+function of its folder's component.py.
+"""
+
+import importlib
+from pathlib import Path
+
+NAMES = tuple(sorted(p.parent.name for p in Path(__file__).resolve().parent.glob("*/component.py")))
+__all__ = list(NAMES)
+
+
+def __getattr__(name: str):
+    if name in NAMES:
+        # importing the module binds the component here (_build.ray_component)
+        module = importlib.import_module(f"{__name__}.{name}.component")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # How the components are built, read from the environment when a component module is imported
-# (components._build). `python -m pipelines compile` sets them from its options.
+# (components._build). `kfp-ray compile` sets them from its options.
 # 1: every task runs where the components' packages and the KFP SDK are installed (kfp.local runs
 # of Python pipelines, pipelines/local.py): no pip installs, which there would only check.
 PREINSTALLED_ENV = "KFP_RAY_PREINSTALLED"

@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import importlib.util
 import os
 import shutil
+import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
 from kfp import dsl
 
-from components import IMAGE_ENV, PIP_INDEX_URL_ENV, PIP_TRUSTED_HOST_ENV, PREINSTALLED_ENV
+from kfp_ray.components import IMAGE_ENV, PIP_INDEX_URL_ENV, PIP_TRUSTED_HOST_ENV, PREINSTALLED_ENV
 
-RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
 # The one place the base image is named (the Containerfile's ARG must agree: a test checks).
 # A fixed tag, so the same YAML runs the same code. To bump: pick a newer tag (`skopeo
 # list-tags docker://registry.access.redhat.com/ubi9/python-311`), set it here and in the
-# Containerfile, run `python -m pipelines compile`, and commit compiled/ with it.
+# Containerfile, run `kfp-ray compile`, and commit compiled/ with it.
 BASE_IMAGE = "registry.access.redhat.com/ubi9/python-311:9.6-1756977307"
 # What each kind of task installs on the pip path (pinned like pyproject.toml): only what its
 # runtime code imports (benchmarks/pip_path.py measures each). Provision builds the manifest
@@ -84,18 +85,36 @@ def ray_component(packages: list[str], code_dir: str | Path | None = None):
     with side effects). `code_dir`, if given, is embedded next to the runtime as `code/`."""
 
     def wrap(func):
-        embed = RUNTIME_DIR
-        stage = None
-        if code_dir is not None:
-            stage = Path(tempfile.mkdtemp(prefix="kfp-ray-embed-"))
-            shutil.copytree(RUNTIME_DIR / "kfp_ray", stage / "kfp_ray")
-            shutil.copytree(Path(code_dir), stage / "code")
-            embed = stage
+        stage = Path(tempfile.mkdtemp(prefix="kfp-ray-embed-"))
         try:
+            _embed(stage, code_dir)
             with reproducible_archives():
-                return dsl.component(func, embedded_artifact_path=str(embed), **build_options(packages))
+                component = dsl.component(func, embedded_artifact_path=str(stage), **build_options(packages))
         finally:
-            if stage is not None:
-                shutil.rmtree(stage, ignore_errors=True)
+            shutil.rmtree(stage, ignore_errors=True)
+        # `from kfp_ray.components import NAME` gives the component, not its folder's package
+        # (which importing component.py has just bound to that name)
+        setattr(sys.modules[__package__], func.__name__, component)
+        return component
 
     return wrap
+
+
+def runtime_dir() -> Path:
+    """The folder of the runtime library (the kfp_ray package), found without importing it."""
+    spec = importlib.util.find_spec("kfp_ray")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _embed(stage: Path, code_dir: str | Path | None) -> None:
+    """What travels inside a component: the runtime library as kfp_ray/ (without the
+    components and pipelines that share its import name once installed), and `code_dir` as
+    code/."""
+    source = runtime_dir()
+
+    def ignore(folder, names):
+        return [n for n in names if n == "__pycache__" or (Path(folder) == source and n in ("components", "pipelines"))]
+
+    shutil.copytree(source, stage / "kfp_ray", ignore=ignore)
+    if code_dir is not None:
+        shutil.copytree(Path(code_dir), stage / "code")

@@ -1,2 +1,2 @@
 """Pipelines composed from the kfp-ray components, and their command line
-(`python -m pipelines ...`)."""
+(`kfp-ray ...`)."""

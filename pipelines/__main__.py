@@ -1,11 +1,11 @@
 """kfp-ray pipelines from the command line.
 
-    python -m pipelines list
-    python -m pipelines compile [--check]
-    python -m pipelines run NAME --local [--param k=v ...] [--verbose]
-    python -m pipelines submit NAME --host URL [--token T] [--param k=v ...] [--experiment E]
-    python -m pipelines schedule NAME --host URL --cron "0 0 2 * * *" [--param k=v ...]
-    python -m pipelines gc [--namespace N | --all-namespaces] [--delete]
+    kfp-ray list
+    kfp-ray compile [--check]
+    kfp-ray run NAME --local [--param k=v ...] [--verbose]
+    kfp-ray submit NAME --host URL [--token T] [--param k=v ...] [--experiment E]
+    kfp-ray schedule NAME --host URL --cron "0 0 2 * * *" [--param k=v ...]
+    kfp-ray gc [--namespace N | --all-namespaces] [--delete]
 """
 
 from __future__ import annotations
@@ -99,10 +99,10 @@ def cmd_run(args) -> int:
 
     compiled = registry.compiled_path(args.name)
     if not compiled.exists():
-        raise UsageError(f"{compiled} is missing: run `python -m pipelines compile` first")
-    from sandbox import Sandbox
-    from sandbox.client import SandboxClient
-    from sandbox.reaper import owned_tempdir, sigterm_as_interrupt
+        raise UsageError(f"{compiled} is missing: run `kfp-ray compile` first")
+    from kfp_ray_sandbox import Sandbox
+    from kfp_ray_sandbox.client import SandboxClient
+    from kfp_ray_sandbox.reaper import owned_tempdir, sigterm_as_interrupt
 
     started = time.monotonic()
     print("==> starting the sandbox (OpenShift AI: Kubernetes API, Kueue, KubeRay, S3)", flush=True)
@@ -196,7 +196,7 @@ def cmd_schedule(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipelines", description=__doc__.splitlines()[0],
+    parser = argparse.ArgumentParser(prog="kfp-ray", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list the pipelines").set_defaults(fn=cmd_list)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from kfp import dsl, kubernetes
 
-from components.follow_ray_job.component import follow_ray_job
-from components.provision_ray_cluster.component import provision_ray_cluster
-from components.publish_training_results.component import publish_training_results
-from components.stage_dataset.component import stage_dataset
-from components.submit_ray_job.component import submit_ray_job_with_code
-from components.teardown_ray_cluster.component import teardown_ray_cluster
+from kfp_ray.components.follow_ray_job.component import follow_ray_job
+from kfp_ray.components.provision_ray_cluster.component import provision_ray_cluster
+from kfp_ray.components.publish_training_results.component import publish_training_results
+from kfp_ray.components.stage_dataset.component import stage_dataset
+from kfp_ray.components.submit_ray_job.component import submit_ray_job_with_code
+from kfp_ray.components.teardown_ray_cluster.component import teardown_ray_cluster
 
 RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER
 # The demo jobs' code (pipelines/jobs), embedded in the submit task as `code/`.

@@ -73,9 +73,8 @@ def add_parser(sub) -> None:
 def build_env(args) -> dict[str, str]:
     """The component build environment the options ask for (components/__init__.py); bad
     combinations are refused, naming the option and the fix."""
+    from kfp_ray.components import IMAGE_ENV, PIP_INDEX_URL_ENV, PIP_TRUSTED_HOST_ENV
     from kfp_ray.validate import Checker, image_reference_problem
-
-    from components import IMAGE_ENV, PIP_INDEX_URL_ENV, PIP_TRUSTED_HOST_ENV
 
     if args.image and (args.pip_index_url or args.pip_trusted_host):
         raise SystemExit("compile: --image tasks install nothing; drop --pip-index-url/--pip-trusted-host "
@@ -109,14 +108,14 @@ def cmd_compile(args) -> int:
     if args.check:
         names = stale()
         if names:
-            print(f"compiled/ is stale for: {', '.join(names)}. Run: python -m pipelines compile", file=sys.stderr)
+            print(f"compiled/ is stale for: {', '.join(names)}. Run: kfp-ray compile", file=sys.stderr)
             return 1
         print(f"compiled/ is up to date ({len(registry.PIPELINES)} pipelines, {len(registry.COMPONENTS)} components)")
         return 0
     if env:
         # components are built when their modules are imported: a fresh process builds them
         # with these options, whatever this one has imported already
-        code = subprocess.run([sys.executable, "-m", "pipelines", "compile", "--out", str(args.out)],
+        code = subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "compile", "--out", str(args.out)],
                               env={**os.environ, **env}, cwd=registry.ROOT, check=False).returncode
         if code:
             return code

@@ -1,4 +1,4 @@
-"""`python -m pipelines gc`: the lease sweeper from the command line.
+"""`kfp-ray gc`: the lease sweeper from the command line.
 
 Lists kfp-ray's RayClusters (label app.kubernetes.io/managed-by=kfp-ray) and their leases
 (annotation kfp-ray.io/lease-expires); those whose lease has expired have no task left that

@@ -20,11 +20,13 @@ import sysconfig
 import venv
 from pathlib import Path
 
-from components import PREINSTALLED_ENV
-from sandbox.reaper import SIGNAL_SLICE_S, session_tree, signal_pid, wait_gone
+from kfp_ray.components import PREINSTALLED_ENV
+from kfp_ray_sandbox.reaper import SIGNAL_SLICE_S, session_tree, signal_pid, wait_gone
 
-ROOT = Path(__file__).resolve().parent.parent
-OVERLAY = ROOT / ".venv-kfp-local"
+ROOT = Path(__file__).resolve().parent.parent  # the checkout (editable install)
+# next to the checkout's .venv; installed from a wheel, in the user's cache
+OVERLAY = (ROOT / ".venv-kfp-local" if (ROOT / "pyproject.toml").exists()
+           else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kfp-ray" / "venv-kfp-local")
 
 
 def isolated_python() -> str:
@@ -35,7 +37,7 @@ def isolated_python() -> str:
                                         text=True).strip())
     project_site = sysconfig.get_paths()["purelib"]
     pth = site / "kfp_ray_project.pth"
-    want = f"import site; site.addsitedir({project_site!r})\n{ROOT}\n{ROOT / 'runtime'}\n"
+    want = f"import site; site.addsitedir({project_site!r})\n"
     if not pth.exists() or pth.read_text() != want:
         pth.write_text(want)
     return str(python)
@@ -68,7 +70,7 @@ def run(target: str, arguments: dict, env: dict | None = None, pipeline_root: st
         # kfp.local and its tasks make temp dirs they never remove (each task's `mktemp -d`
         # program dir, the workspace): inside the run's temp dir, they go with it.
         (tmp / "tmp").mkdir()
-        proc = subprocess.Popen([isolated_python(), "-m", "pipelines._local_runner", json.dumps(spec)], cwd=ROOT,
+        proc = subprocess.Popen([isolated_python(), "-m", "kfp_ray.pipelines._local_runner", json.dumps(spec)], cwd=ROOT if OVERLAY.parent == ROOT else None,
                                 env={**os.environ, **(env or {}), **tag, "TMPDIR": str(tmp / "tmp"), "PYTHONUNBUFFERED": "1"},
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         try:

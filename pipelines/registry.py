@@ -5,13 +5,15 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+from kfp_ray.components import NAMES
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPILED = ROOT / "compiled"
 PIPELINES = {
-    "ray_training": "pipelines.ray_training.pipeline:ray_training",
-    "fashion_mnist": "pipelines.fashion_mnist.pipeline:fashion_mnist",
-    "xgboost_tune": "pipelines.xgboost_tune.pipeline:xgboost_tune",
-    "kfp_ray_gc": "pipelines.kfp_ray_gc.pipeline:kfp_ray_gc",
+    "ray_training": "kfp_ray.pipelines.ray_training.pipeline:ray_training",
+    "fashion_mnist": "kfp_ray.pipelines.fashion_mnist.pipeline:fashion_mnist",
+    "xgboost_tune": "kfp_ray.pipelines.xgboost_tune.pipeline:xgboost_tune",
+    "kfp_ray_gc": "kfp_ray.pipelines.kfp_ray_gc.pipeline:kfp_ray_gc",
 }
 
 
@@ -27,11 +29,11 @@ def compiled_path(name: str) -> Path:
 # Each component also compiled alone (compiled/components/<name>.yaml), for
 # kfp.components.load_component_from_file and Elyra's component catalog: every folder of
 # components/ with a component.py, whose component function is named after the folder.
-COMPONENTS = tuple(sorted(p.parent.name for p in (ROOT / "components").glob("*/component.py")))
+COMPONENTS = NAMES
 
 
 def load_component(name: str):
-    return getattr(importlib.import_module(f"components.{name}.component"), name)
+    return getattr(importlib.import_module(f"kfp_ray.components.{name}.component"), name)
 
 
 def compiled_component_path(name: str) -> Path:

@@ -1,4 +1,4 @@
-"""What `python -m pipelines run --local` shows: a live view of the run, then a summary."""
+"""What `kfp-ray run --local` shows: a live view of the run, then a summary."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""`python -m sandbox up|down|status` — the local OpenShift AI cluster, run in the background.
+"""`kfp-ray-sandbox up|down|status` — the local OpenShift AI cluster, run in the background.
 
-    python -m sandbox up [--json]     start it; returns once ready, prints kubeconfig, API, S3
-    python -m sandbox status [--json] what is running (RayClusters, queue usage)
-    python -m sandbox down            stop it and every Ray process it started
+    kfp-ray-sandbox up [--json]     start it; returns once ready, prints kubeconfig, API, S3
+    kfp-ray-sandbox status [--json] what is running (RayClusters, queue usage)
+    kfp-ray-sandbox down            stop it and every Ray process it started
 
 State lives in --state-dir (default $KFP_RAY_SANDBOX_DIR, else /tmp/kfp-ray-sandbox-<uid>).
 """
@@ -61,7 +61,7 @@ def up(state_dir: Path, as_json: bool) -> int:
     shutil.rmtree(state_dir, ignore_errors=True)
     state_dir.mkdir(parents=True)
     log = open(state_dir / "sandbox.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "sandbox", "serve", "--state-dir", str(state_dir)],
+    proc = subprocess.Popen([sys.executable, "-m", "kfp_ray_sandbox", "serve", "--state-dir", str(state_dir)],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
     deadline = time.monotonic() + UP_TIMEOUT
@@ -156,7 +156,7 @@ def serve(state_dir: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__.splitlines()[0],
+    parser = argparse.ArgumentParser(prog="kfp-ray-sandbox", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["up", "down", "status", "serve"])
     parser.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")

@@ -1,7 +1,7 @@
 """End to end on this machine: sandbox up, a Kueue-queued RayCluster through the real
 CodeFlare SDK, a real Ray job on it, teardown, and a report of what happened.
 
-    python -m sandbox.demo
+    python -m kfp_ray_sandbox.demo
 """
 
 from __future__ import annotations

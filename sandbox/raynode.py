@@ -6,7 +6,7 @@ runs in its own process group, so stopping it kills exactly what it started (nev
 
 Each node is recorded in `<root>/<pod>.<temp dir name>.pid` before its temp dir or process exists
 (then again with its process group once started): the sandbox's watchdog (reaper.py) reaps what
-the records name if the sandbox's owner dies, and `python -m sandbox down` if the server is gone.
+the records name if the sandbox's owner dies, and `kfp-ray-sandbox down` if the server is gone.
 """
 
 from __future__ import annotations

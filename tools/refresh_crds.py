@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "sandbox" / "data"
 sys.path.insert(0, str(ROOT))
 
-from sandbox.apiserver.resources import SERVED_CRD_VERSIONS  # noqa: E402
+from kfp_ray_sandbox.apiserver.resources import SERVED_CRD_VERSIONS  # noqa: E402
 
 SOURCES = {
     "ray.io": "ray-project/kuberay v1.4.2 ray-operator/config/crd/bases",

@@ -2,7 +2,7 @@ from typing import NamedTuple
 
 from kfp.dsl import Artifact, Metrics, Output
 
-from components._build import FOLLOW, ray_component
+from kfp_ray.components._build import FOLLOW, ray_component
 
 
 @ray_component(packages=FOLLOW)

@@ -1,6 +1,6 @@
 from kfp.dsl import Artifact, ClassificationMetrics, Input, Markdown, Metrics, Model, Output
 
-from components._build import S3, ray_component
+from kfp_ray.components._build import S3, ray_component
 
 
 @ray_component(packages=S3)

@@ -1,6 +1,6 @@
 from typing import NamedTuple
 
-from components._build import DATA, ray_component
+from kfp_ray.components._build import DATA, ray_component
 
 
 @ray_component(packages=DATA)

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from components._build import SUBMIT, ray_component
+from kfp_ray.components._build import SUBMIT, ray_component
 
 
 def submit_ray_job(

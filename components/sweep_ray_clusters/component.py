@@ -2,7 +2,7 @@ from typing import NamedTuple
 
 from kfp.dsl import Markdown, Output
 
-from components._build import KUBE, ray_component
+from kfp_ray.components._build import KUBE, ray_component
 
 
 @ray_component(packages=KUBE)

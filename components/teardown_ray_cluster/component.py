@@ -1,4 +1,4 @@
-from components._build import KUBE, ray_component
+from kfp_ray.components._build import KUBE, ray_component
 
 
 @ray_component(packages=KUBE)

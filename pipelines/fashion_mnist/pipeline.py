@@ -4,7 +4,7 @@ metrics, confusion matrix and report."""
 
 from kfp import dsl
 
-from pipelines.common import submit_with_jobs, train_on_ray
+from kfp_ray.pipelines.common import submit_with_jobs, train_on_ray
 
 
 @dsl.pipeline(name="fashion-mnist", description="Ray Train (TorchTrainer) data-parallel classifier on a Kueue-queued "

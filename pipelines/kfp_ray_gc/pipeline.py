@@ -4,7 +4,7 @@ that used them was killed), in the pipeline's own namespace."""
 
 from kfp import dsl
 
-from components.sweep_ray_clusters.component import sweep_ray_clusters
+from kfp_ray.components.sweep_ray_clusters.component import sweep_ray_clusters
 
 
 @dsl.pipeline(name="kfp-ray-gc", description="Delete kfp-ray RayClusters whose lease expired (no task left uses "

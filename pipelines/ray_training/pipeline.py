@@ -3,8 +3,8 @@ Kueue-queued RayCluster, with data/output folders in S3 and the results publishe
 
 from kfp import dsl
 
-from components.submit_ray_job.component import submit_ray_job
-from pipelines.common import train_on_ray
+from kfp_ray.components.submit_ray_job.component import submit_ray_job
+from kfp_ray.pipelines.common import train_on_ray
 
 
 @dsl.pipeline(name="ray-training", description="Run a Ray training job (your code from S3 or an https zip) on a "

@@ -3,7 +3,7 @@ Kueue-admitted RayCluster, breast-cancer data from S3, best model and trial tabl
 
 from kfp import dsl
 
-from pipelines.common import submit_with_jobs, train_on_ray
+from kfp_ray.pipelines.common import submit_with_jobs, train_on_ray
 
 
 @dsl.pipeline(name="xgboost-tune", description="Ray Tune over XGBoost hyperparameters on a Kueue-queued RayCluster "

@@ -22,7 +22,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client import ApiException
 
-from sandbox.core import wait_until
+from kfp_ray_sandbox.core import wait_until
 from tests.helpers import raycluster
 
 RUNNER = "system:serviceaccount:sandbox:pipeline-runner-dspa"

@@ -1,4 +1,4 @@
-"""`python -m pipelines run NAME --local` as a user runs it, and what its summary says."""
+"""`kfp-ray run NAME --local` as a user runs it, and what its summary says."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(name, *params, keep=None):
-    args = [sys.executable, "-m", "pipelines", "run", name, "--local"]
+    args = [sys.executable, "-m", "kfp_ray.pipelines", "run", name, "--local"]
     for p in params:
         args += ["--param", p]
     if keep:

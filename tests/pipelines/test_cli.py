@@ -1,4 +1,4 @@
-"""`python -m pipelines`: listing, and clear errors before anything runs."""
+"""`kfp-ray`: listing, and clear errors before anything runs."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.__main__ import UsageError, cron_fields, parse_params
+from kfp_ray.pipelines.__main__ import UsageError, cron_fields, parse_params
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "pipelines", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
 def test_list_names_every_pipeline():

@@ -1,4 +1,4 @@
-"""`python -m pipelines compile --image REF` and `--pip-index-url URL`: what the tasks run."""
+"""`kfp-ray compile --image REF` and `--pip-index-url URL`: what the tasks run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines import registry
+from kfp_ray.pipelines import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "quay.io/example/kfp-ray-components:1.0"
@@ -18,7 +18,7 @@ IMAGE = "quay.io/example/kfp-ray-components:1.0"
 
 def compile_cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "runtime"), str(ROOT)])}
-    return subprocess.run([sys.executable, "-m", "pipelines", "compile", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "compile", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -48,7 +48,7 @@ def test_image_build_runs_every_task_in_the_image_with_no_installs(name, outputs
 
 @pytest.mark.parametrize("name", registry.PIPELINES)
 def test_mirror_build_installs_from_the_mirror_only(name, outputs):
-    from components._build import BASE_IMAGE
+    from kfp_ray.components._build import BASE_IMAGE
 
     for ex in executors(outputs[1] / f"{name}.yaml").values():
         c = ex["container"]
@@ -60,7 +60,7 @@ def test_mirror_build_installs_from_the_mirror_only(name, outputs):
 
 
 def test_the_default_build_keeps_the_pip_path_from_pypi():
-    from components._build import BASE_IMAGE
+    from kfp_ray.components._build import BASE_IMAGE
 
     for name in registry.PIPELINES:
         for ex in executors(registry.compiled_path(name)).values():
@@ -86,7 +86,7 @@ def test_bad_options_are_refused_naming_the_option(args, says, tmp_path):
 def test_for_an_older_rhoai_the_yaml_loses_optional_secrets_and_can_fix_the_data_connection(tmp_path):
     """kfp-kubernetes 2.17 writes `optional` on every secretAsEnv: KFP < 2.15 (RHOAI < 3.0)
     refuses it; RHOAI 2.19 also ignores secret names from parameters (docs/rhoai-versions.md)."""
-    from pipelines import compat
+    from kfp_ray.pipelines import compat
 
     text = (registry.COMPILED / "xgboost_tune.yaml").read_text()
     assert "optional: true" in text and "componentInputParameter: pipelinechannel--data_connection" in text
@@ -116,10 +116,10 @@ def test_for_an_older_rhoai_the_yaml_loses_optional_secrets_and_can_fix_the_data
 
 def test_compile_rhoai_writes_rewritten_yaml_and_refuses_what_cannot_work(tmp_path):
     out = tmp_path / "old"
-    r = subprocess.run([sys.executable, "-m", "pipelines", "compile", "--out", str(out), "--rhoai", "2.22"],
+    r = subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "compile", "--out", str(out), "--rhoai", "2.22"],
                        cwd=registry.ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "optional:" not in (out / "ray_training.yaml").read_text().split("(pipelines/compat.py)")[1]
-    r = subprocess.run([sys.executable, "-m", "pipelines", "compile", "--out", str(out), "--rhoai", "2.19"],
+    r = subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "compile", "--out", str(out), "--rhoai", "2.19"],
                        cwd=registry.ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and "--data-connection NAME" in r.stderr

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from kfp import components, dsl
 
-from pipelines import compile as comp
-from pipelines import registry
+from kfp_ray.pipelines import compile as comp
+from kfp_ray.pipelines import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_TASKS = ("provision-ray-cluster", "submit-ray-job", "follow-ray-job", "teardown-ray-cluster")
@@ -53,7 +53,7 @@ def test_the_sweeper_pipeline_is_one_uncached_sweep_that_deletes_by_default():
 
 
 def test_compile_check_passes_on_main():
-    run = subprocess.run([sys.executable, "-m", "pipelines", "compile", "--check"], cwd=ROOT, capture_output=True,
+    run = subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "compile", "--check"], cwd=ROOT, capture_output=True,
                          text=True, timeout=120)
     assert run.returncode == 0, run.stderr
 

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from pipelines import registry
-from pipelines.common import DATA_CONNECTION_KEYS, data_connection_env
-from sandbox.controllers.kubelet import ConfigError, container_env
+from kfp_ray.pipelines import registry
+from kfp_ray.pipelines.common import DATA_CONNECTION_KEYS, data_connection_env
+from kfp_ray_sandbox.controllers.kubelet import ConfigError, container_env
 
 NOREGION = "aws-connection-noregion"
 S3_TASKS = {"exec-stage-dataset", "exec-submit-ray-job", "exec-follow-ray-job", "exec-publish-training-results"}

@@ -1,4 +1,4 @@
-"""`python -m pipelines gc` against the session sandbox, as RHOAI's pipeline-runner: a dry
+"""`kfp-ray gc` against the session sandbox, as RHOAI's pipeline-runner: a dry
 run deletes nothing; --delete deletes the kfp-ray clusters whose lease expired, and never a
 cluster without kfp-ray's labels, one without a lease, or one whose lease is being renewed.
 (No Ray: the clusters are held in the queue; tests/reliability/test_sweeper.py has the real
@@ -15,9 +15,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from kfp_ray import lease, rayclusters
 from kubernetes import client as k8s
 
+from kfp_ray import lease, rayclusters
 from tests.helpers import raycluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ LIVE_LEASE_S, LIVE_RENEW_S = 5.0, 0.5
 def gc(box, *args) -> subprocess.CompletedProcess:
     env = {**os.environ, "KUBECONFIG": box.info["kubeconfig_pipeline_runner"],
            "PYTHONPATH": os.pathsep.join([str(ROOT / "runtime"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "pipelines", "gc", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "gc", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
 
 

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.reaper import descendants, pid_alive, pids_mentioning, session_tree
+from kfp_ray_sandbox.reaper import descendants, pid_alive, pids_mentioning, session_tree
 
 PIPELINE = "tests.reliability.matrix_pipeline:fault_matrix_run"
 COMPONENTS = {name: f"components.{name}.component:{name}"
@@ -289,7 +289,7 @@ class Run:
         self._thread.start()
 
     def _go(self) -> None:
-        from pipelines import local
+        from kfp_ray.pipelines import local
 
         def on_start(proc):
             self.proc = proc
@@ -355,7 +355,7 @@ class Run:
     def stop(self) -> None:
         """Stop the whole run (SIGTERM, SIGKILL after a grace): what the matrix does to a row
         that failed midway, never a row's fault."""
-        from pipelines import local
+        from kfp_ray.pipelines import local
 
         if self.proc is not None and self.proc.poll() is None:
             local.stop(self.proc)
@@ -597,7 +597,7 @@ class Matrix:
     """Runs the selected rows concurrently and hands each test its row's Result."""
 
     def __init__(self, box, rows: list[Row], tmp: Path, cpu_slots: int = 3, quota_slots: int = 5):
-        from sandbox.client import SandboxClient
+        from kfp_ray_sandbox.client import SandboxClient
 
         self.box, self.rows, self.tmp = box, rows, tmp
         self.client = SandboxClient(box.info)

@@ -4,10 +4,10 @@ cluster, short timeouts, teardown in an ExitHandler."""
 
 from kfp import dsl
 
-from components.follow_ray_job.component import follow_ray_job
-from components.provision_ray_cluster.component import provision_ray_cluster
-from components.submit_ray_job.component import submit_ray_job
-from components.teardown_ray_cluster.component import teardown_ray_cluster
+from kfp_ray.components.follow_ray_job.component import follow_ray_job
+from kfp_ray.components.provision_ray_cluster.component import provision_ray_cluster
+from kfp_ray.components.submit_ray_job.component import submit_ray_job
+from kfp_ray.components.teardown_ray_cluster.component import teardown_ray_cluster
 
 
 @dsl.pipeline(name="fault-matrix-run")

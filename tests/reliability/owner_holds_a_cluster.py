@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
-from sandbox.reaper import wait_interruptibly
+from kfp_ray_sandbox.reaper import wait_interruptibly
 from tests.helpers import eventually, raycluster
 
 HOLD_S = 3600.0  # a signal ends it long before

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sandbox.reaper import pid_alive
+from kfp_ray_sandbox.reaper import pid_alive
 from tests.reliability.matrix import (
     COMPONENTS,
     Matrix,
@@ -427,7 +427,7 @@ def kill9_follow_no_exit_handler(ctx):
     k8s.CustomObjectsApi(ctx.client.api_client()).patch_namespaced_custom_object(
         "ray.io", "v1", "sandbox", "rayclusters", rc[0]["metadata"]["name"],
         {"metadata": {"annotations": {"kfp-ray.io/lease-expires": past}}})
-    gc = subprocess.run([sys.executable, "-m", "pipelines", "gc", "--namespace", "sandbox", "--delete"], cwd=ROOT,
+    gc = subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "gc", "--namespace", "sandbox", "--delete"], cwd=ROOT,
                         capture_output=True, text=True, timeout=180,
                         env={**os.environ, "KUBECONFIG": ctx.box.info["kubeconfig_pipeline_runner"],
                              "PYTHONPATH": os.pathsep.join([str(ROOT / "runtime"), str(ROOT)])})
@@ -474,7 +474,7 @@ ROWS = [
 @pytest.fixture(scope="module")
 def matrix(box, request, tmp_path_factory):
     """Starts every selected row at once (concurrently, bounded) on first use."""
-    from sandbox.client import SandboxClient
+    from kfp_ray_sandbox.client import SandboxClient
 
     selected = {item.callspec.params["row"] for item in request.session.items
                 if item.module is request.module and hasattr(item, "callspec") and "row" in item.callspec.params}
@@ -507,7 +507,7 @@ def test_fault_matrix(row, matrix, recorder):
 
 def test_matrix_leaves_the_queue_empty(matrix, box):
     """After every row: no RayCluster of the matrix, nothing counted in the ClusterQueue."""
-    from sandbox.client import SandboxClient
+    from kfp_ray_sandbox.client import SandboxClient
 
     for r in matrix.rows:
         matrix.result(r.id)

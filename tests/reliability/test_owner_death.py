@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
-from sandbox.client import SandboxClient
-from sandbox.reaper import (
+from kfp_ray_sandbox.client import SandboxClient
+from kfp_ray_sandbox.reaper import (
     TAG_ENV,
     _read,  # /proc reads that tolerate a process gone meanwhile
     descendants,
@@ -168,14 +168,14 @@ class Owner:
 
 
 class SandboxUp(Owner):
-    """`python -m sandbox up`: the server it leaves running is the owner, with a head-only cluster."""
+    """`kfp-ray-sandbox up`: the server it leaves running is the owner, with a head-only cluster."""
 
     keep_logs = True
 
     def start(self) -> None:
         self.state_dir = self.workdir / "sb"
         with open(self.log, "ab") as err:
-            self.up = subprocess.Popen([sys.executable, "-m", "sandbox", "up", "--json", "--state-dir", str(self.state_dir)],
+            self.up = subprocess.Popen([sys.executable, "-m", "kfp_ray_sandbox", "up", "--json", "--state-dir", str(self.state_dir)],
                                        cwd=ROOT, env=env_for(self.tmpdir), stdout=subprocess.PIPE, stderr=err, text=True)
         self.co = None
 
@@ -203,7 +203,7 @@ class SandboxUp(Owner):
 
 
 class PipelinesRun(Owner):
-    """`python -m pipelines run ray_training --local`, its (head-only) Ray job running."""
+    """`kfp-ray run ray_training --local`, its (head-only) Ray job running."""
 
     ready_timeout = 420.0
     # One at a time: with three runs starting at once on 2 cores, a head's dashboard once
@@ -213,7 +213,7 @@ class PipelinesRun(Owner):
 
     def start(self) -> None:
         entrypoint = "python -c \"import time; print('KRO-JOB-' + 'RUNNING', flush=True); time.sleep(3600)\""
-        self.launch([sys.executable, "-m", "pipelines", "run", "ray_training", "--local", "--param", f"entrypoint={entrypoint}",
+        self.launch([sys.executable, "-m", "kfp_ray.pipelines", "run", "ray_training", "--local", "--param", f"entrypoint={entrypoint}",
                      "--param", "num_workers=0", "--param", "head_memory=1Gi"])
 
     def ready(self) -> bool:
@@ -261,7 +261,7 @@ def fleet(request, tmp_path_factory):
     def get(kind: str, sig: str) -> Owner:
         if (kind, sig) not in started:
             if kind == "pipelines_run":
-                from pipelines import local
+                from kfp_ray.pipelines import local
 
                 local.isolated_python()  # made once here, not raced by three runs
             wanted = {sig}

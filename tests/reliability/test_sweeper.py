@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from kfp_ray import jobs, lease, tasks
-from kfp_ray.validate import quantity
 from kubernetes import client as k8s
 
+from kfp_ray import jobs, lease, tasks
+from kfp_ray.validate import quantity
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.ray

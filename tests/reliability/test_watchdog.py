@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.reaper import pid_alive, wait_gone
+from kfp_ray_sandbox.reaper import pid_alive, wait_gone
 from tests.helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ SLEEPER = "import sys, time; time.sleep(600)"
 OWNER = textwrap.dedent("""
     import json, os, signal, subprocess, sys, time
     from pathlib import Path
-    from sandbox.reaper import Watchdog
+    from kfp_ray_sandbox.reaper import Watchdog
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # dies of it, like of SIGTERM: no cleanup of its own
 
@@ -54,7 +54,7 @@ OWNER = textwrap.dedent("""
                       "scratch": str(scratch),
                       "temp": str(temp), "tag": wd.tag}), flush=True)
     if sys.stdin.readline().strip() == "close":
-        from sandbox.reaper import descendants, signal_pid
+        from kfp_ray_sandbox.reaper import descendants, signal_pid
         for p in (node, tagged, driver):
             for pid in descendants(p.pid):
                 signal_pid(pid, 9)
@@ -68,7 +68,7 @@ OWNER = textwrap.dedent("""
 
 
 def tree_of(pid: int) -> list[int]:
-    from sandbox.reaper import descendants
+    from kfp_ray_sandbox.reaper import descendants
 
     return [pid, *descendants(pid)]
 

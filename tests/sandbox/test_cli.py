@@ -1,4 +1,4 @@
-"""`python -m sandbox up|status|down` as a user runs them, and that `down` leaves nothing."""
+"""`kfp-ray-sandbox up|status|down` as a user runs them, and that `down` leaves nothing."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
-from sandbox.client import SandboxClient
-from sandbox.raynode import pid_alive
+from kfp_ray_sandbox.client import SandboxClient
+from kfp_ray_sandbox.raynode import pid_alive
 from tests.helpers import eventually, raycluster
 
 pytestmark = pytest.mark.ray
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args, state_dir):
-    return subprocess.run([sys.executable, "-m", "sandbox", *args, "--state-dir", str(state_dir)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "kfp_ray_sandbox", *args, "--state-dir", str(state_dir)], cwd=ROOT,
                           capture_output=True, text=True, timeout=150)
 
 
@@ -66,7 +66,7 @@ def test_up_status_down_leaves_no_process_port_or_dir(tmp_path):
 
 def test_in_process_sandbox_teardown_leaves_nothing(tmp_path):
     """What the test fixtures use: Sandbox.stop() ends every Ray process, port and temp dir."""
-    from sandbox import Sandbox
+    from kfp_ray_sandbox import Sandbox
 
     box = Sandbox()  # its own temp state dir
     info = box.start()

@@ -90,7 +90,7 @@ def test_image_pull_failure_leaves_the_head_pending_with_backoff(sbx, api):
 
 def test_kubelet_backoff_doubles_to_its_cap_and_resets_after_a_stable_run():
     """client-go flowcontrol.Backoff as the kubelet makes it: 10 s doubling to 300 s."""
-    from sandbox.controllers.backoff import Backoff, go_duration
+    from kfp_ray_sandbox.controllers.backoff import Backoff, go_duration
 
     now = [100.0]
     b = Backoff(10, 300, clock=lambda: now[0])
@@ -108,7 +108,7 @@ def test_kubelet_backoff_doubles_to_its_cap_and_resets_after_a_stable_run():
 
 @pytest.mark.ray
 def test_sidecar_image_pull_leaves_the_head_running_but_not_ready(sbx, api):
-    from sandbox.controllers.codeflare import OAUTH_PROXY_IMAGE
+    from kfp_ray_sandbox.controllers.codeflare import OAUTH_PROXY_IMAGE
 
     sbx.set_faults({"clusters": {"nosidecar": {"image_pull": "oauth-proxy"}}, "platform": {"kubelet_backoff_s": 0.5}})
     create(api, raycluster("nosidecar", workers=0, memory="1Gi"))

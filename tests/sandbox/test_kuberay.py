@@ -115,8 +115,8 @@ def test_sandbox_stop_closes_the_kube_proxy(tmp_path):
     head pod has an address, and nothing listens or runs once the sandbox has stopped."""
     import threading
 
-    from sandbox import Sandbox
-    from sandbox.client import SandboxClient
+    from kfp_ray_sandbox import Sandbox
+    from kfp_ray_sandbox.client import SandboxClient
 
     before = set(threading.enumerate())  # the session sandbox has a kube-proxy of its own
     box = Sandbox(tmp_path / "sb")

@@ -7,7 +7,7 @@ import base64
 import pytest
 import yaml
 
-from sandbox.certs import ServingCA
+from kfp_ray_sandbox.certs import ServingCA
 
 
 def test_runtime_library_verifies_the_servers_certificate(box, monkeypatch, tmp_path):
@@ -34,8 +34,9 @@ def test_runtime_library_verifies_the_servers_certificate(box, monkeypatch, tmp_
 
 
 def test_api_errors_are_still_classified_after_the_tls_check():
-    from kfp_ray import wait
     from kubernetes.client import ApiException
+
+    from kfp_ray import wait
 
     assert wait.is_transient(ApiException(status=503, reason="Service Unavailable"))
     assert not wait.is_transient(ApiException(status=403, reason="Forbidden"))

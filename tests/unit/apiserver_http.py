@@ -14,13 +14,13 @@ from pathlib import Path
 
 import yaml
 
-from sandbox.apiserver.rbac import Authenticator
-from sandbox.apiserver.resources import Registry
-from sandbox.apiserver.server import ApiServer
-from sandbox.apiserver.store import Store
-from sandbox.certs import ServingCA
-from sandbox.core import kubeconfig
-from sandbox.faults import Faults
+from kfp_ray_sandbox.apiserver.rbac import Authenticator
+from kfp_ray_sandbox.apiserver.resources import Registry
+from kfp_ray_sandbox.apiserver.server import ApiServer
+from kfp_ray_sandbox.apiserver.store import Store
+from kfp_ray_sandbox.certs import ServingCA
+from kfp_ray_sandbox.core import kubeconfig
+from kfp_ray_sandbox.faults import Faults
 
 NS = "sandbox"
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")

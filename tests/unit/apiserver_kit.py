@@ -6,14 +6,14 @@ import json
 
 from kubernetes import client
 
-from sandbox.apiserver.rbac import Authenticator
-from sandbox.apiserver.resources import Registry
-from sandbox.apiserver.server import ApiServer
-from sandbox.apiserver.store import Store
-from sandbox.certs import ServingCA
-from sandbox.controllers.kueue import KueueController
-from sandbox.controllers.serviceaccounts import ServiceAccountsController
-from sandbox.faults import Faults
+from kfp_ray_sandbox.apiserver.rbac import Authenticator
+from kfp_ray_sandbox.apiserver.resources import Registry
+from kfp_ray_sandbox.apiserver.server import ApiServer
+from kfp_ray_sandbox.apiserver.store import Store
+from kfp_ray_sandbox.certs import ServingCA
+from kfp_ray_sandbox.controllers.kueue import KueueController
+from kfp_ray_sandbox.controllers.serviceaccounts import ServiceAccountsController
+from kfp_ray_sandbox.faults import Faults
 
 NS = "sandbox"
 

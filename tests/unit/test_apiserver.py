@@ -14,13 +14,13 @@ import pytest
 from kubernetes import client
 from kubernetes.client import ApiException
 
-from sandbox.apiserver.rbac import Authenticator
-from sandbox.apiserver.resources import Registry
-from sandbox.apiserver.server import ApiServer
-from sandbox.apiserver.store import Store
-from sandbox.certs import ServingCA
-from sandbox.controllers.kueue import KueueController
-from sandbox.faults import Faults
+from kfp_ray_sandbox.apiserver.rbac import Authenticator
+from kfp_ray_sandbox.apiserver.resources import Registry
+from kfp_ray_sandbox.apiserver.server import ApiServer
+from kfp_ray_sandbox.apiserver.store import Store
+from kfp_ray_sandbox.certs import ServingCA
+from kfp_ray_sandbox.controllers.kueue import KueueController
+from kfp_ray_sandbox.faults import Faults
 from tests.helpers import raycluster
 
 NS = "sandbox"

@@ -12,13 +12,13 @@ import tarfile
 import pytest
 from kfp import compiler
 
-from components._build import RUNTIME_DIR
+from kfp_ray.components._build import runtime_dir
 
 COMPONENTS = [
-    ("components.provision_ray_cluster.component", "provision_ray_cluster"),
-    ("components.submit_ray_job.component", "submit_ray_job"),
-    ("components.follow_ray_job.component", "follow_ray_job"),
-    ("components.teardown_ray_cluster.component", "teardown_ray_cluster"),
+    ("kfp_ray.components.provision_ray_cluster.component", "provision_ray_cluster"),
+    ("kfp_ray.components.submit_ray_job.component", "submit_ray_job"),
+    ("kfp_ray.components.follow_ray_job.component", "follow_ray_job"),
+    ("kfp_ray.components.teardown_ray_cluster.component", "teardown_ray_cluster"),
 ]
 
 
@@ -36,7 +36,7 @@ def test_compiling_twice_gives_identical_bytes_with_the_runtime_inside(module, a
 
     first = compile_to_text(module, attr, tmp_path / "a.yaml")
     # Touch the runtime (new mtimes, a stray cache) and rebuild the component from scratch.
-    for f in (RUNTIME_DIR / "kfp_ray").glob("*.py"):
+    for f in runtime_dir().glob("*.py"):
         os.utime(f)
     sys.modules.pop(module, None)
     importlib.import_module(module)
@@ -46,6 +46,7 @@ def test_compiling_twice_gives_identical_bytes_with_the_runtime_inside(module, a
     names = tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b64decode(archive)))).getnames()
     assert "./kfp_ray/cluster.py" in names and "./kfp_ray/jobs.py" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    assert not [n for n in names if n.startswith(("./kfp_ray/components", "./kfp_ray/pipelines"))]
 
 
 def test_preinstalled_components_run_no_pip_and_the_default_installs_the_pinned_packages(tmp_path, monkeypatch):
@@ -57,7 +58,7 @@ def test_preinstalled_components_run_no_pip_and_the_default_installs_the_pinned_
 
     import yaml
 
-    from components import PREINSTALLED_ENV
+    from kfp_ray.components import PREINSTALLED_ENV
 
     module, attr = COMPONENTS[0]
 

@@ -23,7 +23,7 @@ def instructions() -> list[tuple[str, str]]:
 
 
 def test_it_parses_and_starts_from_the_components_base_image():
-    from components._build import BASE_IMAGE
+    from kfp_ray.components._build import BASE_IMAGE
 
     ins = instructions()
     assert {w for w, _ in ins} <= KNOWN, {w for w, _ in ins} - KNOWN
@@ -34,7 +34,7 @@ def test_it_parses_and_starts_from_the_components_base_image():
 
 
 def test_it_installs_exactly_the_components_pinned_packages_and_runs_as_non_root():
-    from components import _build
+    from kfp_ray.components import _build
 
     ins = instructions()
     (run,) = [a for w, a in ins if w == "RUN" and "pip install" in a]

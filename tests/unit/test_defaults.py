@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client import ApiException
 
-from sandbox.apiserver import defaults
+from kfp_ray_sandbox.apiserver import defaults
 from tests.unit.apiserver_kit import NS, api_client, status_of
 
 

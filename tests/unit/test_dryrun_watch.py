@@ -6,8 +6,8 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client import ApiException
 
-from sandbox.apiserver import server
-from sandbox.apiserver.store import Store
+from kfp_ray_sandbox.apiserver import server
+from kfp_ray_sandbox.apiserver.store import Store
 from tests.helpers import raycluster
 from tests.unit.apiserver_kit import NS, api_client, raw, start_api
 

@@ -7,11 +7,11 @@ import subprocess
 import sys
 import time
 
-from sandbox import raynode
+from kfp_ray_sandbox import raynode
 
 
 def test_a_port_held_by_another_process_is_not_handed_out_and_is_free_once_it_exits():
-    child = subprocess.Popen([sys.executable, "-c", "import sys; from sandbox.raynode import free_port; "
+    child = subprocess.Popen([sys.executable, "-c", "import sys; from kfp_ray_sandbox.raynode import free_port; "
                               "print(free_port(), flush=True); sys.stdin.read()"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -42,7 +42,7 @@ def test_ports_are_outside_the_range_client_sockets_get_theirs_from():
 def test_each_node_gets_its_own_block_of_worker_ports_until_it_stops(tmp_path):
     """Two nodes with overlapping worker ports collide on a gRPC bind (a head's job agent died
     of it): every node's --min/--max-worker-port block is its own, across processes too."""
-    child = subprocess.Popen([sys.executable, "-c", "import sys; from sandbox.raynode import hold_worker_ports; "
+    child = subprocess.Popen([sys.executable, "-c", "import sys; from kfp_ray_sandbox.raynode import hold_worker_ports; "
                               "held = hold_worker_ports(); print(held[0], flush=True); sys.stdin.read()"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     nodes = []

@@ -11,9 +11,9 @@ import threading
 import time
 
 import pytest
+
 from kfp_ray import kube
 from kfp_ray.errors import AccessDenied
-
 from tests.unit.apiserver_kit import NS
 
 

@@ -12,16 +12,16 @@ import time
 
 import pytest
 
-from sandbox.apiserver.errors import ApiError
-from sandbox.apiserver.resources import Registry
-from sandbox.apiserver.store import Store
-from sandbox.controllers import kubelet as kubelet_mod
-from sandbox.controllers.codeflare import CERT_GENERATOR_IMAGE, OAUTH_PROXY_IMAGE, CodeFlareOperator
-from sandbox.controllers.kubelet import Kubelet
-from sandbox.controllers.kuberay import KubeRayController
-from sandbox.core import install_builtin_admission, wait_until
-from sandbox.faults import Faults
-from sandbox.network import Network
+from kfp_ray_sandbox.apiserver.errors import ApiError
+from kfp_ray_sandbox.apiserver.resources import Registry
+from kfp_ray_sandbox.apiserver.store import Store
+from kfp_ray_sandbox.controllers import kubelet as kubelet_mod
+from kfp_ray_sandbox.controllers.codeflare import CERT_GENERATOR_IMAGE, OAUTH_PROXY_IMAGE, CodeFlareOperator
+from kfp_ray_sandbox.controllers.kubelet import Kubelet
+from kfp_ray_sandbox.controllers.kuberay import KubeRayController
+from kfp_ray_sandbox.core import install_builtin_admission, wait_until
+from kfp_ray_sandbox.faults import Faults
+from kfp_ray_sandbox.network import Network
 from tests.helpers import raycluster
 
 NS = "sandbox"

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.apiserver import errors
-from sandbox.apiserver.resources import Registry
-from sandbox.apiserver.store import Store
-from sandbox.controllers.kueue import FINALIZER, KueueController, pod_requests
-from sandbox.controllers.kueue_quota import selector_matches
-from sandbox.core import bootstrap_objects, local_queue_of
-from sandbox.faults import PLATFORM_DEFAULTS, Faults
+from kfp_ray_sandbox.apiserver import errors
+from kfp_ray_sandbox.apiserver.resources import Registry
+from kfp_ray_sandbox.apiserver.store import Store
+from kfp_ray_sandbox.controllers.kueue import FINALIZER, KueueController, pod_requests
+from kfp_ray_sandbox.controllers.kueue_quota import selector_matches
+from kfp_ray_sandbox.core import bootstrap_objects, local_queue_of
+from kfp_ray_sandbox.faults import PLATFORM_DEFAULTS, Faults
 from tests.helpers import raycluster
 
 NS = "sandbox"

@@ -10,11 +10,11 @@ from fractions import Fraction
 
 import pytest
 import yaml
+from kubernetes import client
+
 from kfp_ray import kube, lease, rayclusters, wait
 from kfp_ray.errors import InputError, InputErrors
 from kfp_ray.validate import Checker
-from kubernetes import client
-
 from tests.helpers import raycluster
 
 NS = "sandbox"

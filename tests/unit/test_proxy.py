@@ -9,13 +9,13 @@ import threading
 
 import pytest
 
-from sandbox.apiserver.resources import Registry
-from sandbox.apiserver.store import Store
-from sandbox.core import wait_until
-from sandbox.faults import Faults
-from sandbox.network import Network
-from sandbox.proxy import Forwarder, KubeProxy
-from sandbox.raynode import free_port
+from kfp_ray_sandbox.apiserver.resources import Registry
+from kfp_ray_sandbox.apiserver.store import Store
+from kfp_ray_sandbox.core import wait_until
+from kfp_ray_sandbox.faults import Faults
+from kfp_ray_sandbox.network import Network
+from kfp_ray_sandbox.proxy import Forwarder, KubeProxy
+from kfp_ray_sandbox.raynode import free_port
 
 NS = "sandbox"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
-from sandbox import rayimage
-from sandbox.raynode import ray_env
+from kfp_ray_sandbox import rayimage
+from kfp_ray_sandbox.raynode import ray_env
 
 
 def imports(python: str, module: str) -> bool:

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from kfp_ray import jobs
 from kfp_ray.errors import InputError
 

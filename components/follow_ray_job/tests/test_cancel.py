@@ -10,10 +10,10 @@ import json
 import os
 
 import pytest
-from kfp_ray import jobs, tasks
 from kubernetes import client as k8s
 
-from components.follow_ray_job.tests.dashboard import Dashboard
+from kfp_ray import jobs, tasks
+from kfp_ray.components.follow_ray_job.tests.dashboard import Dashboard
 from tests.helpers import eventually, raycluster
 from tests.task_process import TaskProcess
 

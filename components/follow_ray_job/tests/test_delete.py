@@ -7,11 +7,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from kfp_ray import tasks
-from kfp_ray.errors import JobFailed, JobLost, JobTimeout, KfpRayError, Unreachable
 from kubernetes import client as k8s
 
-from components.follow_ray_job.tests.dashboard import Dashboard
+from kfp_ray import tasks
+from kfp_ray.components.follow_ray_job.tests.dashboard import Dashboard
+from kfp_ray.errors import JobFailed, JobLost, JobTimeout, KfpRayError, Unreachable
 from tests.helpers import eventually, raycluster
 
 HOLD = "test.kfp-ray.io/hold"  # a finalizer only the test removes
@@ -102,6 +102,7 @@ def test_an_unreachable_kubernetes_api_is_ridden_out_then_left_to_teardown(box, 
     import socket
 
     import yaml
+
     from kfp_ray import kube
 
     with socket.socket() as s:  # a port nothing listens on: connections are refused

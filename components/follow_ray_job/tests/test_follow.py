@@ -9,12 +9,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from kfp_ray import jobs
 
+from kfp_ray import jobs
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.ray
-COMPONENT = "components.follow_ray_job.component:follow_ray_job"
+COMPONENT = "kfp_ray.components.follow_ray_job.component:follow_ray_job"
 
 
 def submit(cluster, entrypoint, name):
@@ -56,7 +56,7 @@ def test_timeout_stops_the_job(ray_cluster, run_local):
 
 
 def _task_process(runner_pid: int) -> int | None:
-    from sandbox.raynode import descendants
+    from kfp_ray_sandbox.raynode import descendants
 
     for pid in descendants(runner_pid):
         try:

@@ -9,10 +9,10 @@ import threading
 import time
 
 import pytest
-from kfp_ray import jobs, wait
-from kfp_ray.errors import Cancelled, KfpRayError, Unreachable
 
-from components.follow_ray_job.tests.dashboard import Dashboard
+from kfp_ray import jobs, wait
+from kfp_ray.components.follow_ray_job.tests.dashboard import Dashboard
+from kfp_ray.errors import Cancelled, KfpRayError, Unreachable
 from tests.helpers import eventually
 
 FAST = dict(max_poll=0.2, request_timeout=(0.5, 0.5))

@@ -11,15 +11,15 @@ import os
 from pathlib import Path
 
 import pytest
-from kfp_ray import jobs
 from kubernetes import client as k8s
 
-from pipelines.common import data_connection_env
-from sandbox.client import SandboxClient
+from kfp_ray import jobs
+from kfp_ray.pipelines.common import data_connection_env
+from kfp_ray_sandbox.client import SandboxClient
 from tests.helpers import kube_identity
 
 pytestmark = pytest.mark.ray
-COMPONENT = "components.follow_ray_job.component:follow_ray_job"
+COMPONENT = "kfp_ray.components.follow_ray_job.component:follow_ray_job"
 JOBS = Path(__file__).resolve().parents[3] / "pipelines" / "jobs"
 NOREGION = "aws-connection-noregion-ray"
 CLUSTER = "dc-ray"

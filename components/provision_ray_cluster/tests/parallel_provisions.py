@@ -3,7 +3,7 @@ pipelines/common.py wires provision (task name and id placeholders). Run by test
 
 from kfp import dsl
 
-from components.provision_ray_cluster.component import provision_ray_cluster
+from kfp_ray.components.provision_ray_cluster.component import provision_ray_cluster
 
 
 @dsl.pipeline(name="two-provisions")

@@ -28,7 +28,7 @@ def provision_code(name: str) -> str:
 def create_in_flight(box, name: str) -> bool:
     """The in-process sandbox apiserver holds a POST that creates RayClusters (delayed by the
     latency fault): read from its request threads' current frames."""
-    from sandbox.apiserver.server import _Call
+    from kfp_ray_sandbox.apiserver.server import _Call
 
     for frame in sys._current_frames().values():
         while frame is not None:

@@ -8,13 +8,13 @@ import threading
 import time
 
 import pytest
-from kfp_ray import cluster, rayclusters
-from kfp_ray.errors import ForeignCluster
 from kubernetes import client as k8s
 
+from kfp_ray import cluster, rayclusters
+from kfp_ray.errors import ForeignCluster
 from tests.helpers import eventually
 
-PIPELINE = "components.provision_ray_cluster.tests.parallel_provisions:two_provisions"
+PIPELINE = "kfp_ray.components.provision_ray_cluster.tests.parallel_provisions:two_provisions"
 RUN, TASK = "kfp-ray.io/run-id", "kfp-ray.io/task"
 
 

@@ -9,10 +9,10 @@ import threading
 import time
 
 import pytest
-from kfp_ray import tasks
-from kfp_ray.errors import AdmissionTimeout, Evicted, PodsFailing
 from kubernetes import client as k8s
 
+from kfp_ray import tasks
+from kfp_ray.errors import AdmissionTimeout, Evicted, PodsFailing
 from tests.helpers import eventually, raycluster
 
 SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi", local_queue="local-queue-test")

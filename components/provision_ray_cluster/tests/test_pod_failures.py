@@ -10,11 +10,11 @@ import re
 import time
 
 import pytest
+from kubernetes import client as k8s
+
 from kfp_ray import tasks
 from kfp_ray.diagnose import CRASH_RESTARTS
 from kfp_ray.errors import PodsFailing
-from kubernetes import client as k8s
-
 from tests.helpers import eventually
 
 SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi", local_queue="local-queue-test")

@@ -7,13 +7,13 @@ import threading
 import time
 
 import pytest
-from kfp_ray import tasks
-from kfp_ray.errors import InputError
 from kubernetes import client as k8s
 
+from kfp_ray import tasks
+from kfp_ray.errors import InputError
 from tests.helpers import eventually, raycluster
 
-COMPONENT = "components.provision_ray_cluster.component:provision_ray_cluster"
+COMPONENT = "kfp_ray.components.provision_ray_cluster.component:provision_ray_cluster"
 SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi")
 TASK = dict(task_name="provision-ray-cluster", task_id="7")  # what KFP gives for the placeholders
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import contextlib
 
 import pytest
+from kubernetes import client as k8s
+
 from kfp_ray import kube, queues, tasks
 from kfp_ray.errors import InputError, StartupTimeout
-from kubernetes import client as k8s
 
 KUEUE = ("kueue.x-k8s.io", "v1beta1")
 SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi")

@@ -31,6 +31,7 @@ def test_a_job_without_results_gets_a_report_of_what_it_printed_and_where_its_ou
 
 def test_only_a_missing_key_means_no_results():
     from botocore.exceptions import ClientError
+
     from kfp_ray import s3
 
     def error(code):

@@ -6,6 +6,7 @@ import io
 
 import numpy as np
 import pytest
+
 from kfp_ray import datasets
 from kfp_ray.errors import InputError
 
@@ -36,7 +37,7 @@ def test_unknown_dataset_and_bad_split_name_the_field(sbx, monkeypatch):
 def test_a_data_connection_without_a_region_stages_with_boto3s_default(sbx, monkeypatch):
     """RHOAI data connections may lack AWS_DEFAULT_REGION: the task gets no region
     (pipelines.common mounts it optional) and the runtime gives boto3 us-east-1."""
-    from pipelines.common import data_connection_env
+    from kfp_ray.pipelines.common import data_connection_env
 
     env = data_connection_env({k: v for k, v in sbx.data_connection().items() if k != "AWS_DEFAULT_REGION"})
     assert "AWS_DEFAULT_REGION" not in env

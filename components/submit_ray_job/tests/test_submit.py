@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import requests
+
 from kfp_ray import jobs
 from kfp_ray.errors import InputError
 
@@ -26,7 +27,7 @@ def test_bad_inputs_fail_before_submitting(ray_cluster):
 def test_embedded_code_runs_and_a_retry_finds_the_same_job(ray_cluster, sbx, run_local, tmp_path):
     from kfp import compiler
 
-    from components.submit_ray_job.component import submit_ray_job_with_code
+    from kfp_ray.components.submit_ray_job.component import submit_ray_job_with_code
 
     code = tmp_path / "code"
     code.mkdir()
@@ -55,7 +56,7 @@ def test_code_from_s3_with_the_data_connection(ray_cluster, sbx, run_local):
     env = sbx.data_connection()
     args = {"dashboard_url": ray_cluster.dashboard_url, "entrypoint": "python job.py", "run_id": "r-s3",
             "task_name": "submit", "working_dir": "s3://kfp-ray/jobs/hello/"}
-    result, log = run_local("components.submit_ray_job.component:submit_ray_job", args, env=env)
+    result, log = run_local("kfp_ray.components.submit_ray_job.component:submit_ray_job", args, env=env)
     assert result["status"] == "SUCCESS", log
     job_id = result["tasks"]["submit-ray-job"]["parameterValues"]["Output"]
     done = jobs.follow(ray_cluster.dashboard_url, job_id, timeout=120, echo=lambda line: None)

@@ -7,10 +7,10 @@ import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from kfp_ray import lease, rayclusters
 from kubernetes import client as k8s
 
-from pipelines import registry
+from kfp_ray import lease, rayclusters
+from kfp_ray.pipelines import registry
 from tests.helpers import raycluster
 
 NS = "sandbox"

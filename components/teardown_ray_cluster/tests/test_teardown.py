@@ -5,13 +5,13 @@ from __future__ import annotations
 import threading
 
 import pytest
-from kfp_ray import tasks
-from kfp_ray.errors import InputError
 from kubernetes import client as k8s
 
+from kfp_ray import tasks
+from kfp_ray.errors import InputError
 from tests.helpers import eventually, raycluster
 
-COMPONENT = "components.teardown_ray_cluster.component:teardown_ray_cluster"
+COMPONENT = "kfp_ray.components.teardown_ray_cluster.component:teardown_ray_cluster"
 HOLD = "test.kfp-ray.io/hold"  # a finalizer only the test removes
 
 
