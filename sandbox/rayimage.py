@@ -52,9 +52,13 @@ def _excluded(site: Path) -> set[str]:
     return out
 
 
+RAYPIP = Path(__file__).resolve().parent / "raypip.py"  # copied into the image (its docstring says why)
+
+
 def _key(site: Path, entries: list[str]) -> str:
     h = hashlib.sha256(f"{sys.version}\n{site}\n".encode())
     h.update("\n".join(entries).encode())
+    h.update(RAYPIP.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -77,6 +81,11 @@ def python() -> str:
         (tmp / "packages" / name).symlink_to(site / name)
     venv_site = next((tmp / "lib").glob("python*/site-packages"))
     (venv_site / "kfp_ray_sandbox_image.pth").write_text(f"{root / 'packages'}\n")
+    # each job's runtime_env pip requirements installed once per image, not per node (raypip.py);
+    # beside the image, not in it: Ray copies the image into every job's virtualenv
+    shutil.copyfile(RAYPIP, venv_site / "kfp_ray_sandbox_raypip.py")
+    (venv_site / "kfp_ray_sandbox_raypip.pth").write_text(
+        f"import kfp_ray_sandbox_raypip; kfp_ray_sandbox_raypip.install({str(pip_envs(root))!r})\n")
     # venv writes its own path into pyvenv.cfg and the bin/ scripts: make them name root
     for f in [tmp / "pyvenv.cfg", *(tmp / "bin").iterdir()]:
         if f.is_file() and not f.is_symlink():
@@ -89,6 +98,10 @@ def python() -> str:
     except OSError:  # another process built it first
         shutil.rmtree(tmp, ignore_errors=True)
     return str(py)
+
+
+def pip_envs(root: Path) -> Path:
+    return root.with_name(f"{root.name}-pip-envs")
 
 
 def bin_dir() -> str:

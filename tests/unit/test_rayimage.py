@@ -4,6 +4,8 @@ and boto3 are not (jobs get them through runtime_env pip)."""
 from __future__ import annotations
 
 import subprocess
+import sys
+from pathlib import Path
 
 from kfp_ray_sandbox import rayimage
 from kfp_ray_sandbox.raynode import ray_env
@@ -20,3 +22,67 @@ def test_the_image_has_ray_but_not_what_the_rhoai_image_lacks():
     assert imports(python, "ray") and imports(python, "numpy")
     assert [m for m in ("torch", "xgboost", "sklearn", "boto3", "kfp_ray") if imports(python, m)] == []
     assert rayimage.python() == python  # built once, then reused
+
+
+# Two Ray nodes' runtime-env agents, as the sandbox's nodes run them: Ray's own pip plugin with
+# a node's resources dir, in the image's Python (which wraps the plugin, sandbox/raypip.py).
+NODE = r"""
+import asyncio, logging, os, sys
+from ray._private.runtime_env.context import RuntimeEnvContext
+from ray._private.runtime_env.pip import PipPlugin
+from ray.runtime_env import RuntimeEnv
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+log = logging.getLogger("node")
+env = RuntimeEnv(pip={"packages": sys.argv[2:], "pip_install_options": ["--no-index", "--find-links", sys.argv[1]]})
+plugin = PipPlugin(os.environ["NODE_RESOURCES"])
+uri = plugin.get_uris(env)[0]
+asyncio.run(plugin.create(uri, env, RuntimeEnvContext(), log))
+context = RuntimeEnvContext()
+plugin.modify_context([uri], env, context, log)
+print("PYTHON", context.py_executable)
+"""
+
+
+def toy_wheel(folder) -> str:
+    """A local wheel (no index needed): kfp_ray_toy 1.0, whose module says where it is."""
+    src = folder / "src"
+    (src / "kfp_ray_toy").mkdir(parents=True)
+    (src / "kfp_ray_toy" / "__init__.py").write_text("import os\nWHERE = os.path.dirname(__file__)\n")
+    (src / "pyproject.toml").write_text('[project]\nname = "kfp-ray-toy"\nversion = "1.0"\n'
+                                        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n')
+    wheels = folder / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(src)],
+                   check=True, capture_output=True, timeout=300)
+    return str(wheels)
+
+
+def test_runtime_env_pip_installs_once_per_image_and_every_node_uses_it(tmp_path):
+    """Two nodes asking for the same requirements at once: one installs (Ray's own code, under
+    a lock), the other waits and reuses it; both run the job's Python from the shared
+    environment, which has the requirement. A requirement that cannot be installed fails on
+    every node, and nothing of it is kept."""
+    wheels = toy_wheel(tmp_path)
+    shared = tmp_path / "pip-envs"
+    env = ray_env({"KFP_RAY_SANDBOX_PIP_ENVS": str(shared)})
+
+    def node(name, *packages):
+        return subprocess.Popen([rayimage.python(), "-c", NODE, wheels, *packages], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, env={**env, "NODE_RESOURCES": str(tmp_path / name)})
+
+    nodes = [node("a", "kfp-ray-toy==1.0"), node("b", "kfp-ray-toy==1.0")]
+    logs = [p.communicate(timeout=300)[0] for p in nodes]
+    assert [p.returncode for p in nodes] == [0, 0], logs
+    assert sum("Installing python requirements" in log for log in logs) == 1, logs
+    assert sum("installed by an earlier Ray node" in log for log in logs) == 1, logs
+    [built] = [d for d in shared.iterdir() if d.is_dir()]
+    for name, log in zip("ab", logs, strict=True):
+        [target] = (tmp_path / name / "pip").iterdir()
+        assert target.is_symlink() and target.resolve() == built.resolve()
+        python = log.split("PYTHON ")[-1].strip()
+        where = subprocess.run([python, "-c", "import kfp_ray_toy; print(kfp_ray_toy.WHERE)"], env=env,
+                               capture_output=True, text=True, timeout=120)
+        assert Path(where.stdout.strip()).resolve().is_relative_to(built.resolve()), where
+    missing = node("c", "kfp-ray-toy==2.0")
+    log = missing.communicate(timeout=300)[0]
+    assert missing.returncode != 0 and "kfp-ray-toy==2.0" in log
+    assert [d.name for d in shared.iterdir() if d.is_dir()] == [built.name]
