@@ -24,20 +24,30 @@ def compile_one(pipeline, path: Path) -> bytes:
     return path.read_bytes()
 
 
-def targets(names=None, loader=registry.load, components=registry.COMPONENTS) -> list[tuple[str, object]]:
-    """(relative path, what compiles there): every pipeline, then every component alone."""
-    out = [(f"{name}.yaml", lambda name=name: loader(name)) for name in names or registry.PIPELINES]
-    out += [(f"components/{name}.yaml", lambda name=name: registry.load_component(name)) for name in components]
+def elyra_one(component, path: Path) -> bytes:
+    from . import elyra
+
+    path.write_text(elyra.dump(component))
+    return path.read_bytes()
+
+
+def targets(names=None, loader=registry.load, components=registry.COMPONENTS) -> list[tuple[str, object, object]]:
+    """(relative path, what compiles there, how): every pipeline, then every component alone,
+    as KFP v2 IR and for Elyra's component catalog (pipelines/elyra.py)."""
+    out = [(f"{name}.yaml", lambda name=name: loader(name), compile_one) for name in names or registry.PIPELINES]
+    for name in components:
+        out.append((f"components/{name}.yaml", lambda name=name: registry.load_component(name), compile_one))
+        out.append((f"components/elyra/{name}.yaml", lambda name=name: registry.load_component(name), elyra_one))
     return out
 
 
 def compile_all(out_dir: Path = registry.COMPILED, names=None, loader=registry.load,
                 components=registry.COMPONENTS) -> list[Path]:
     written = []
-    for rel, load in targets(names, loader, components):
+    for rel, load, write in targets(names, loader, components):
         path = out_dir / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        compile_one(load(), path)
+        write(load(), path)
         written.append(path)
     return written
 
@@ -48,8 +58,8 @@ def stale(compiled_dir: Path = registry.COMPILED, names=None, loader=registry.lo
     components as components/<name>)."""
     out = []
     with tempfile.TemporaryDirectory() as tmp:
-        for rel, load in targets(names, loader, components):
-            fresh = compile_one(load(), Path(tmp) / "fresh.yaml")
+        for rel, load, write in targets(names, loader, components):
+            fresh = write(load(), Path(tmp) / "fresh.yaml")
             current = compiled_dir / rel
             if not current.exists() or current.read_bytes() != fresh:
                 out.append(rel.removesuffix(".yaml"))

@@ -59,8 +59,8 @@ def provision_ray_cluster(
         task_name: This task's name (dsl.PIPELINE_TASK_NAME_PLACEHOLDER); with task_id, tells
             this task's cluster from another provision task's of the same run.
         task_id: This task's id (dsl.PIPELINE_TASK_ID_PLACEHOLDER): distinct per ParallelFor
-            iteration, the same when the task is retried. Both are required when
-            cluster_name is empty.
+            iteration, the same when the task is retried. Give both when cluster_name
+            is empty.
         cluster_name: RayCluster name; empty derives one from the run id and the task.
         namespace: Namespace; empty uses the pipeline's own (no other: the dashboard is
             reachable only from the cluster's own namespace).

@@ -1,4 +1,5 @@
 from pathlib import Path
+from typing import NamedTuple
 
 from kfp_ray.components._build import SUBMIT, ray_component
 
@@ -14,7 +15,7 @@ def submit_ray_job(
     metadata: dict = {},
     requirements_file: str = "",
     install_requirements: bool = True,
-) -> str:
+) -> NamedTuple("SubmitOutputs", [("job_id", str)]):
     """Submit a Ray job to a RayCluster through its dashboard's Job Submission API.
 
     The submission id comes from the run and task, so a retried task finds the job it
@@ -38,17 +39,19 @@ def submit_ray_job(
             already has them (pip is still installed).
 
     Returns:
-        The Ray job (submission) id.
+        job_id: The Ray job (submission) id.
     """
     import os
+    from collections import namedtuple
 
     import kfp_ray
     from kfp_ray.tasks import submit
 
     embedded_root = os.path.dirname(os.path.dirname(kfp_ray.__file__))
-    return submit(dashboard_url=dashboard_url, entrypoint=entrypoint, run_id=run_id, task=task_name,
+    job_id = submit(dashboard_url=dashboard_url, entrypoint=entrypoint, run_id=run_id, task=task_name,
                   working_dir=working_dir, embedded_root=embedded_root, pip=pip, env_vars=env_vars, metadata=metadata,
                   requirements_file=requirements_file if install_requirements else "")
+    return namedtuple("SubmitOutputs", ["job_id"])(job_id)
 
 
 _submit_ray_job = submit_ray_job

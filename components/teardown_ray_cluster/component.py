@@ -1,3 +1,5 @@
+from typing import NamedTuple
+
 from kfp_ray.components._build import KUBE, ray_component
 
 
@@ -7,7 +9,7 @@ def teardown_ray_cluster(
     namespace: str = "",
     cluster_name: str = "",
     timeout: int = 300,
-) -> float:
+) -> NamedTuple("TeardownOutputs", [("cluster_seconds", float)]):
     """Delete the run's RayClusters and wait until they are really gone (finalizers done).
 
     Meant for a dsl.ExitHandler, so it runs after success, failure and cancellation. An
@@ -21,8 +23,12 @@ def teardown_ray_cluster(
         timeout: Seconds to wait for each deletion.
 
     Returns:
-        The longest lifetime, in seconds, of the clusters deleted (0 if none was left).
+        cluster_seconds: The longest lifetime, in seconds, of the clusters deleted (0 if
+            none was left).
     """
+    from collections import namedtuple
+
     from kfp_ray.tasks import teardown
 
-    return teardown(run_id=run_id, namespace=namespace, cluster_name=cluster_name, timeout=timeout)
+    seconds = teardown(run_id=run_id, namespace=namespace, cluster_name=cluster_name, timeout=timeout)
+    return namedtuple("TeardownOutputs", ["cluster_seconds"])(seconds)

@@ -391,10 +391,10 @@ def retry_every_task(ctx):
     _, out, log = twice("submit_ray_job", "submit-ray-job", lambda _: ray_jobs(url, timeout=1),
                         dashboard_url=url, entrypoint=gated_job(gate), run_id=run_id, task_name="submit-ray-job")
     jobs = ray_jobs(url)
-    assert [j["submission_id"] for j in jobs] == [out["Output"]], jobs
+    assert [j["submission_id"] for j in jobs] == [out["job_id"]], jobs
     assert re.search(r"(?i)already submitted|adopt", log), log[-3000:]
     _, out, log = twice("follow_ray_job", "follow-ray-job", lambda first: first.log.first(RUNNING), dashboard_url=url,
-                        job_id=out["Output"], cluster_name=ctx.cluster, delete_cluster=False, max_poll_seconds=1.0,
+                        job_id=out["job_id"], cluster_name=ctx.cluster, delete_cluster=False, max_poll_seconds=1.0,
                         then=lambda second: second.log.first(RUNNING) and gate.touch() is None)
     assert out["status"] == "SUCCEEDED" and "ticks done" in log, log[-3000:]
     assert len(ray_jobs(url)) == 1

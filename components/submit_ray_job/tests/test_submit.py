@@ -38,10 +38,10 @@ def test_embedded_code_runs_and_a_retry_finds_the_same_job(ray_cluster, sbx, run
             "task_name": "submit", "working_dir": "code", "env_vars": {"GREETING": "hi"}}
     first, log1 = run_local(str(yaml_path), args)
     assert first["status"] == "SUCCESS", log1
-    job_id = first["tasks"]["submit-ray-job"]["parameterValues"]["Output"]
+    job_id = first["tasks"]["submit-ray-job"]["parameterValues"]["job_id"]
     second, log2 = run_local(str(yaml_path), args)
     assert second["status"] == "SUCCESS", log2
-    assert second["tasks"]["submit-ray-job"]["parameterValues"]["Output"] == job_id
+    assert second["tasks"]["submit-ray-job"]["parameterValues"]["job_id"] == job_id
     assert "found already submitted Ray job" in log2
     listed = [j for j in requests.get(ray_cluster.dashboard_url + "/api/jobs/").json() if j["submission_id"] == job_id]
     assert len(listed) == 1
@@ -58,7 +58,7 @@ def test_code_from_s3_with_the_data_connection(ray_cluster, sbx, run_local):
             "task_name": "submit", "working_dir": "s3://kfp-ray/jobs/hello/"}
     result, log = run_local("kfp_ray.components.submit_ray_job.component:submit_ray_job", args, env=env)
     assert result["status"] == "SUCCESS", log
-    job_id = result["tasks"]["submit-ray-job"]["parameterValues"]["Output"]
+    job_id = result["tasks"]["submit-ray-job"]["parameterValues"]["job_id"]
     done = jobs.follow(ray_cluster.dashboard_url, job_id, timeout=120, echo=lambda line: None)
     assert "hello from embedded code" in done.logs
     assert env["AWS_SECRET_ACCESS_KEY"] not in log

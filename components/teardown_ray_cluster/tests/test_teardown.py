@@ -26,7 +26,7 @@ def names(sbx):
 def test_nothing_left_is_success(sbx, run_local):
     result, log = run_local(COMPONENT, {"run_id": "r-none"})
     assert result["status"] == "SUCCESS", log
-    assert result["tasks"]["teardown-ray-cluster"]["parameterValues"]["Output"] == 0.0
+    assert result["tasks"]["teardown-ray-cluster"]["parameterValues"]["cluster_seconds"] == 0.0
     assert "nothing to tear down" in log
 
 
@@ -41,7 +41,7 @@ def test_deletes_the_runs_clusters_and_spares_others(sbx, run_local):
     assert result["status"] == "SUCCESS", log
     assert names(sbx) == ["td-other"]
     assert "belongs to another run; leaving it" in log
-    assert result["tasks"]["teardown-ray-cluster"]["parameterValues"]["Output"] >= 0
+    assert result["tasks"]["teardown-ray-cluster"]["parameterValues"]["cluster_seconds"] >= 0
     again, _ = run_local(COMPONENT, {"run_id": "r-td"})
     assert again["status"] == "SUCCESS"
 
