@@ -82,7 +82,8 @@ def _walk(node, todo, data_connection) -> None:
 
 def rewrite_dir(out: Path, todo: list[str], data_connection: str) -> list[Path]:
     """Rewrite every compiled YAML under out as `todo` (from needs()) says."""
-    paths = sorted(out.glob("**/*.yaml"))
+    # Elyra's catalog entries (v1 component format) hold no platform spec: nothing to rewrite
+    paths = sorted(p for p in out.glob("**/*.yaml") if "elyra" not in p.relative_to(out).parts)
     for path in paths if todo else []:
         path.write_text(rewrite(path.read_text(), todo, data_connection))
     return paths
