@@ -1,0 +1,228 @@
+"""The DSPA's API as its Route serves it: an auth proxy in front of KFP's v2beta1 REST API.
+
+The proxy is RHOAI 2.x's oauth-proxy (openshift/oauth-proxy as the data-science-pipelines
+operator deploys it, rhoai-2.25: --openshift-delegate-urls {"/": get routes/ds-pipeline-<dspa>}):
+- a bearer token that passes the check goes through to the API;
+- no token, an unknown token, or one the check denies: 403 with the HTML "Log In" page and a
+  cleared `_oauth_proxy` cookie, whatever the Accept header (oauthproxy.go Proxy/SignInPage);
+  there is no 401. kfp.Client raises nothing for it (an HTML body reads as an empty model, or a
+  403 ApiException), so callers must tell a login page from the API;
+- /oauth/healthz answers 200 "OK" unauthenticated; /oauth/start redirects to the cluster's
+  OAuth server. RHOAI 3.x's kube-rbac-proxy answers 401/403 in plain text instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from urllib.parse import quote
+
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from . import listing
+from .store import PipelineStore, parse_package
+from .wire import ApiError, invalid, to_json
+
+log = logging.getLogger("sandbox.pipelines_api")
+API = "/apis/v2beta1"
+DSPA = "dspa"
+ROUTE = f"ds-pipeline-{DSPA}"
+
+LOGIN_PAGE = """<!DOCTYPE html>
+<html lang="en" charset="utf-8">
+<head><title>Log In</title></head>
+<body>
+<div class="signin center">
+<form method="GET" action="/oauth/start">
+<input type="hidden" name="rd" value="{rd}">
+<button type="submit" class="btn">Log in with OpenShift</button><br/>
+</form>
+</div>
+</body>
+</html>
+"""
+
+
+def _rules() -> Map:
+    r = [
+        ("/healthz", "GET", "healthz"),
+        ("/pipelines/upload", "POST", "upload_pipeline"),
+        ("/pipelines/upload_version", "POST", "upload_version"),
+        ("/pipelines", "POST", "create_pipeline"),
+        ("/pipelines", "GET", "list_pipelines"),
+        ("/pipelines/<pipeline_id>", "GET", "get_pipeline"),
+        ("/pipelines/<pipeline_id>", "DELETE", "delete_pipeline"),
+        ("/pipelines/<pipeline_id>/versions", "GET", "list_versions"),
+        ("/pipelines/<pipeline_id>/versions/<version_id>", "GET", "get_version"),
+        ("/pipelines/<pipeline_id>/versions/<version_id>", "DELETE", "delete_version"),
+        ("/experiments", "POST", "create_experiment"),
+        ("/experiments", "GET", "list_experiments"),
+        ("/experiments/<experiment_id>", "GET", "get_experiment"),
+        ("/experiments/<experiment_id>", "DELETE", "delete_experiment"),
+        ("/experiments/<experiment_id>:archive", "POST", "archive_experiment"),
+        ("/experiments/<experiment_id>:unarchive", "POST", "unarchive_experiment"),
+    ]
+    return Map([Rule(API + path, methods=[method], endpoint=name) for path, method, name in r])
+
+
+class PipelinesApi:
+    """The KFP API server (upstream of the proxy): a WSGI app."""
+
+    def __init__(self, namespace: str):
+        self.store = PipelineStore(namespace)
+        self.map = _rules()
+
+    def __call__(self, environ, start_response):
+        request = Request(environ)
+        try:
+            endpoint, args = self.map.bind_to_environ(environ).match()
+            status, body = getattr(self, endpoint)(request, **args)
+        except ApiError as exc:
+            status, body = exc.http, exc.body()
+        except (NotFound, MethodNotAllowed):
+            status, body = 404, {"code": 5, "message": "Not Found", "details": []}
+        except HTTPException as exc:
+            status, body = exc.code or 400, {"code": 3, "message": exc.description, "details": []}
+        return Response(json.dumps(body), status=status, content_type="application/json")(environ, start_response)
+
+    # --- health ---------------------------------------------------------------------
+    def healthz(self, request):
+        return 200, to_json("V2beta1GetHealthzResponse", {"multi_user": False, "pipeline_store": "database"}) | {
+            "commit_sha": "kfp-ray-sandbox", "tag_name": "2.17.0"}
+
+    # --- pipelines ------------------------------------------------------------------
+    def _package(self, request) -> tuple[dict, str]:
+        upload = request.files.get("uploadfile")
+        if upload is None:
+            raise invalid("Failed to create a pipeline due to error parsing pipeline spec filename: "
+                          "http: no such file (the multipart field is uploadfile)")
+        return parse_package(upload.read().decode("utf-8", "replace"), upload.filename or ""), upload.filename or ""
+
+    def upload_pipeline(self, request):
+        spec, filename = self._package(request)
+        q = request.args
+        name = q.get("name") or q.get("display_name") or filename.rsplit(".", 1)[0]
+        with self.store.lock:
+            pipeline = self.store.create_pipeline(name, q.get("display_name", ""), q.get("description", ""),
+                                                  q.get("namespace", ""))
+            self.store.create_version(pipeline["pipeline_id"], name, spec, q.get("display_name", ""),
+                                      q.get("description", ""))
+        return 200, to_json("V2beta1Pipeline", pipeline)
+
+    def upload_version(self, request):
+        spec, filename = self._package(request)
+        q = request.args
+        pipeline_id = q.get("pipelineid", "")
+        if not pipeline_id:
+            raise invalid("Failed to create a pipeline version: pipeline id is empty (query parameter pipelineid)")
+        name = q.get("name") or q.get("display_name") or filename.rsplit(".", 1)[0]
+        version = self.store.create_version(pipeline_id, name, spec, q.get("display_name", ""), q.get("description", ""))
+        return 200, to_json("V2beta1PipelineVersion", version)
+
+    def create_pipeline(self, request):
+        body = json.loads(request.get_data() or b"{}")
+        name = body.get("name") or body.get("display_name") or ""
+        pipeline = self.store.create_pipeline(name, body.get("display_name", ""), body.get("description", ""),
+                                              body.get("namespace", ""))
+        return 200, to_json("V2beta1Pipeline", pipeline)
+
+    def list_pipelines(self, request):
+        items, total, token = self._page(request, list(self.store.pipelines.values()),
+                                         ("created_at", "name", "display_name", "pipeline_id"))
+        return 200, to_json("V2beta1ListPipelinesResponse", {
+            "pipelines": items, "total_size": total, "next_page_token": token})
+
+    def get_pipeline(self, request, pipeline_id):
+        return 200, to_json("V2beta1Pipeline", self.store.pipeline(pipeline_id))
+
+    def delete_pipeline(self, request, pipeline_id):
+        self.store.delete_pipeline(pipeline_id, cascade=request.args.get("cascade", "").lower() == "true")
+        return 200, {}
+
+    def list_versions(self, request, pipeline_id):
+        self.store.pipeline(pipeline_id)
+        versions = [v for v in self.store.versions.values() if v["pipeline_id"] == pipeline_id]
+        items, total, token = self._page(request, versions, ("created_at", "name", "display_name", "pipeline_version_id"))
+        return 200, to_json("V2beta1ListPipelineVersionsResponse", {
+            "pipeline_versions": items, "total_size": total, "next_page_token": token})
+
+    def get_version(self, request, pipeline_id, version_id):
+        return 200, to_json("V2beta1PipelineVersion", self.store.version(pipeline_id, version_id))
+
+    def delete_version(self, request, pipeline_id, version_id):
+        self.store.delete_version(pipeline_id, version_id)
+        return 200, {}
+
+    # --- experiments ----------------------------------------------------------------
+    def create_experiment(self, request):
+        try:
+            body = json.loads(request.get_data() or b"{}")
+        except ValueError:
+            raise invalid("Failed to parse the request body as V2beta1Experiment") from None
+        return 200, to_json("V2beta1Experiment", self.store.create_experiment(body))
+
+    def list_experiments(self, request):
+        items, total, token = self._page(request, list(self.store.experiments.values()),
+                                         ("created_at", "display_name", "experiment_id"))
+        return 200, to_json("V2beta1ListExperimentsResponse", {
+            "experiments": items, "total_size": total, "next_page_token": token})
+
+    def get_experiment(self, request, experiment_id):
+        return 200, to_json("V2beta1Experiment", self.store.experiment(experiment_id))
+
+    def delete_experiment(self, request, experiment_id):
+        with self.store.lock:
+            self.store.experiment(experiment_id)
+            del self.store.experiments[experiment_id]
+        return 200, {}
+
+    def archive_experiment(self, request, experiment_id):
+        self.store.experiment(experiment_id)["storage_state"] = "ARCHIVED"
+        return 200, {}
+
+    def unarchive_experiment(self, request, experiment_id):
+        self.store.experiment(experiment_id)["storage_state"] = "AVAILABLE"
+        return 200, {}
+
+    # --- helpers --------------------------------------------------------------------
+    def _page(self, request, items, sortable):
+        q = request.args
+        with self.store.lock:
+            return listing.page(items, filter_text=q.get("filter", ""), sort_by=q.get("sort_by", ""),
+                                page_size=q.get("page_size", "0"), page_token=q.get("page_token", ""), sortable=sortable)
+
+
+class OAuthProxy:
+    """RHOAI 2.x's oauth-proxy in front of `upstream` (module docstring)."""
+
+    def __init__(self, upstream, authenticator, namespace: str, oauth_server: str = "https://oauth-openshift.apps.sandbox"):
+        self.upstream = upstream
+        self.auth = authenticator
+        self.namespace = namespace
+        self.oauth_server = oauth_server
+
+    def __call__(self, environ, start_response):
+        request = Request(environ)
+        path = request.path
+        if path == "/oauth/healthz":
+            return Response("OK", content_type="text/plain; charset=utf-8")(environ, start_response)
+        if path == "/oauth/start":
+            rd = request.args.get("rd", "/")
+            rd = rd if rd.startswith("/") and not rd.startswith("//") else "/"
+            client = quote(f"system:serviceaccount:{self.namespace}:{ROUTE}", safe="")
+            location = (f"{self.oauth_server}/oauth/authorize?approval_prompt=force&client_id={client}"
+                        f"&redirect_uri={quote(request.host_url + 'oauth/callback', safe='')}&response_type=code"
+                        f"&scope=user%3Ainfo+user%3Acheck-access&state=sandbox%3A{quote(rd, safe='')}")
+            return Response("", status=302, headers={"Location": location})(environ, start_response)
+        who = self.auth.identify(request.headers.get("Authorization"))
+        if who is None or not who.can("route.openshift.io", "routes", "get", self.namespace):
+            page = LOGIN_PAGE.format(rd=request.full_path.rstrip("?").replace('"', "&quot;"))
+            response = Response(page, status=403, content_type="text/html; charset=utf-8")
+            response.set_cookie("_oauth_proxy", "", expires=0, path="/", secure=True, httponly=True)
+            return response(environ, start_response)
+        environ = dict(environ)
+        environ.pop("HTTP_AUTHORIZATION", None)  # oauth-proxy passes the user, not the token, upstream
+        environ["HTTP_X_FORWARDED_USER"] = who.user
+        return self.upstream(environ, start_response)

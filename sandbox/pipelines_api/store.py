@@ -1,0 +1,120 @@
+"""Pipelines, their versions and experiments, kept as KFP's API server keeps them (in memory:
+a sandbox lives as long as its owner). Items are dicts of the models' snake_case fields."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import yaml
+
+from .wire import ApiError, invalid, not_found, now
+
+DEFAULT_EXPERIMENT = "Default"
+
+
+def parse_package(text: str, filename: str = "") -> dict:
+    """A compiled pipeline (YAML: the pipeline spec, then kfp-kubernetes' platform spec if any)
+    as the API stores it: the spec, or {"pipeline_spec", "platform_spec"} with one."""
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise invalid(f"Failed to create a pipeline due to error parsing pipeline spec {filename}: {exc}") from None
+    if not docs or not isinstance(docs[0], dict) or "pipelineInfo" not in docs[0] or "root" not in docs[0]:
+        raise invalid(f"Failed to create a pipeline: invalid pipeline spec {filename or ''}: "
+                      "expected a compiled KFP v2 pipeline (pipelineInfo, root)".replace("  ", " "))
+    if len(docs) == 1:
+        return docs[0]
+    return {"pipeline_spec": docs[0], "platform_spec": docs[1]}
+
+
+class PipelineStore:
+    def __init__(self, namespace: str):
+        self.namespace = namespace
+        self.lock = threading.RLock()
+        self.pipelines: dict[str, dict] = {}
+        self.versions: dict[str, dict] = {}
+        self.experiments: dict[str, dict] = {}
+        self.create_experiment({"display_name": DEFAULT_EXPERIMENT, "description": "All runs created without specifying an experiment will be grouped here."})
+
+    # --- pipelines and versions ---------------------------------------------------
+    def create_pipeline(self, name: str, display_name: str = "", description: str = "", namespace: str = "") -> dict:
+        if not name:
+            raise invalid("Failed to create a pipeline: pipeline name is empty. Please specify a valid name")
+        with self.lock:
+            if any(p["name"] == name for p in self.pipelines.values()):
+                raise ApiError("ALREADY_EXISTS", f"Failed to create a pipeline: AlreadyExistsError: "
+                                                 f"Pipeline with name {name} already exists")
+            pipeline = {"pipeline_id": str(uuid.uuid4()), "name": name, "display_name": display_name or name,
+                        "description": description, "created_at": now(), "namespace": namespace or self.namespace}
+            self.pipelines[pipeline["pipeline_id"]] = pipeline
+            return pipeline
+
+    def pipeline(self, pipeline_id: str) -> dict:
+        with self.lock:
+            if pipeline_id not in self.pipelines:
+                raise not_found("Pipeline", pipeline_id)
+            return self.pipelines[pipeline_id]
+
+    def delete_pipeline(self, pipeline_id: str, cascade: bool = False) -> None:
+        with self.lock:
+            self.pipeline(pipeline_id)
+            versions = [v for v in self.versions.values() if v["pipeline_id"] == pipeline_id]
+            if versions and not cascade:
+                raise ApiError("FAILED_PRECONDITION", f"Failed to delete pipeline {pipeline_id}: "
+                                                      f"it has {len(versions)} pipeline version(s); delete them first")
+            for v in versions:
+                del self.versions[v["pipeline_version_id"]]
+            del self.pipelines[pipeline_id]
+
+    def create_version(self, pipeline_id: str, name: str, spec: dict, display_name: str = "",
+                       description: str = "") -> dict:
+        with self.lock:
+            self.pipeline(pipeline_id)
+            if not name:
+                raise invalid("Failed to create a pipeline version: name is empty. Please specify a valid name")
+            if any(v["name"] == name and v["pipeline_id"] == pipeline_id for v in self.versions.values()):
+                raise ApiError("ALREADY_EXISTS", f"Failed to create a pipeline version: AlreadyExistsError: "
+                                                 f"Pipeline version with name {name} already exists")
+            version = {"pipeline_id": pipeline_id, "pipeline_version_id": str(uuid.uuid4()), "name": name,
+                       "display_name": display_name or name, "description": description, "created_at": now(),
+                       "pipeline_spec": spec}
+            self.versions[version["pipeline_version_id"]] = version
+            return version
+
+    def version(self, pipeline_id: str, version_id: str) -> dict:
+        with self.lock:
+            v = self.versions.get(version_id)
+            if v is None or (pipeline_id and v["pipeline_id"] != pipeline_id):
+                raise not_found("PipelineVersion", version_id)
+            return v
+
+    def delete_version(self, pipeline_id: str, version_id: str) -> None:
+        with self.lock:
+            self.version(pipeline_id, version_id)
+            del self.versions[version_id]
+
+    # --- experiments ---------------------------------------------------------------
+    def create_experiment(self, body: dict) -> dict:
+        name = body.get("display_name") or ""
+        if not name:
+            raise invalid("Invalid input error: Experiment name is empty. Please specify a valid experiment name")
+        with self.lock:
+            if any(e["display_name"] == name for e in self.experiments.values()):
+                raise ApiError("ALREADY_EXISTS", f"Failed to create a new experiment: AlreadyExistsError: "
+                                                 f"Experiment with name {name} already exists")
+            experiment = {"experiment_id": str(uuid.uuid4()), "display_name": name,
+                          "description": body.get("description") or "", "created_at": now(),
+                          "namespace": body.get("namespace") or self.namespace, "storage_state": "AVAILABLE"}
+            self.experiments[experiment["experiment_id"]] = experiment
+            return experiment
+
+    def experiment(self, experiment_id: str) -> dict:
+        with self.lock:
+            if experiment_id not in self.experiments:
+                raise not_found("Experiment", experiment_id)
+            return self.experiments[experiment_id]
+
+    def default_experiment(self) -> dict:
+        with self.lock:
+            return next(e for e in self.experiments.values() if e["display_name"] == DEFAULT_EXPERIMENT)
