@@ -40,6 +40,7 @@ from .controllers.node import NodeController
 from .controllers.serviceaccounts import ServiceAccountsController
 from .faults import Faults
 from .network import Network
+from .pipelines_api.server import OAuthProxy, PipelinesApi
 from .proxy import KubeProxy
 from .reaper import Watchdog, reap
 from .s3 import S3Server
@@ -125,6 +126,8 @@ class Sandbox:
         self.controllers: list = []
         self.kubelet: Kubelet | None = None
         self.proxy: KubeProxy | None = None
+        self.pipelines_api: PipelinesApi | None = None
+        self.pipelines_http = None
         self.info: dict = {}
         self.watchdog: Watchdog | None = None
         self.stopped = False
@@ -166,13 +169,21 @@ class Sandbox:
         for c in self.controllers:
             c.start()
         self.api.start()
+        # the DSPA's Route: its oauth-proxy in front of the KFP API server (pipelines_api/)
+        from .apiserver.http import HttpServer
+        from .raynode import free_port
+
+        self.pipelines_api = PipelinesApi(NAMESPACE)
+        self.pipelines_http = HttpServer(OAuthProxy(self.pipelines_api, self.auth, NAMESPACE), port=free_port(),
+                                         tls=self.ca.server_context())
+        self.pipelines_http.start()
         admin_cfg = self.state_dir / "kubeconfig"
         runner_cfg = self.state_dir / "kubeconfig-pipeline-runner"
         ca_file = self.state_dir / "ca.crt"
         ca_file.write_bytes(self.ca.ca_pem)
         for path, who in ((admin_cfg, self.auth.admin), (runner_cfg, self.auth.pipeline_runner)):
             _write_private(path, yaml.safe_dump(kubeconfig(self.api.url, who.user, who.token, NAMESPACE, self.ca.ca_pem)))
-        self.info = {"api": self.api.url, "ca_file": str(ca_file),
+        self.info = {"api": self.api.url, "pipelines_api": self.pipelines_http.url, "ca_file": str(ca_file),
                      "kubeconfig": str(admin_cfg), "kubeconfig_pipeline_runner": str(runner_cfg),
                      "namespace": NAMESPACE, "s3_endpoint": self.s3.endpoint, "s3_bucket": BUCKET,
                      "data_connection": DATA_CONNECTION, "local_queue": local_queue_of(self.bootstrap),
@@ -200,6 +211,8 @@ class Sandbox:
             t.join()
         killer.cancel()
         killer.join()
+        if self.pipelines_http is not None:
+            self.pipelines_http.stop()
         if self.api is not None:
             self.api.stop()
         self.s3.stop()

@@ -138,3 +138,16 @@ def test_the_pipeline_runner_may_use_the_api(server):
 
     url, auth = server
     assert kfp.Client(host=url, existing_token=auth.pipeline_runner.token).get_kfp_healthz().multi_user is False
+
+
+def test_the_sandbox_serves_it_at_pipelines_api_with_its_ca(box):
+    """`kfp-ray-sandbox up --json` and Sandbox.info name it; TLS with the sandbox's CA; the
+    admin kubeconfig's token passes (an `oc login` user's)."""
+    import kfp
+    import yaml
+
+    token = yaml.safe_load(Path(box.info["kubeconfig"]).read_text())["users"][0]["user"]["token"]
+    client = kfp.Client(host=box.info["pipelines_api"], existing_token=token, ssl_ca_cert=box.info["ca_file"])
+    assert box.info["pipelines_api"].startswith("https://")
+    assert client.get_kfp_healthz().multi_user is False
+    assert "Default" in [e.display_name for e in client.list_experiments().experiments]
