@@ -169,6 +169,9 @@ class Sandbox:
         for c in self.controllers:
             c.start()
         self.api.start()
+        host, _, port = self.api.url.rpartition("://")[2].rpartition(":")
+        self.kubelet.api_endpoint, self.kubelet.ca_pem = (host, int(port)), self.ca.ca_pem
+        self.kubelet.service_account_token = self.auth.service_account_token
         # the DSPA's Route: its oauth-proxy in front of the KFP API server (pipelines_api/)
         from .apiserver.http import HttpServer
         from .raynode import free_port

@@ -63,6 +63,12 @@ class Authenticator:
             ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"])
         self.by_token = {i.token: i for i in (self.admin, self.pipeline_runner)}
 
+    def service_account_token(self, namespace: str, name: str) -> str | None:
+        """A token for a pod running as that service account (the kubelet mounts it); only the
+        accounts the sandbox knows have one (the pipeline runner)."""
+        user = f"system:serviceaccount:{namespace}:{name}"
+        return next((i.token for i in self.by_token.values() if i.user == user), None)
+
     def identify(self, authorization: str | None) -> Identity | None:
         if not authorization or not authorization.startswith("Bearer "):
             return None

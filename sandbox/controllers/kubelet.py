@@ -157,6 +157,15 @@ def container_env(store, registry, pod: dict, container: dict | None = None) -> 
     return env
 
 
+def _expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion of command and args: a defined variable is replaced,
+    $$(VAR) gives $(VAR), anything else is left as it is."""
+    import re
+
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
+
+
 def container_resources(pod: dict) -> tuple[float, float, int]:
     """Logical CPUs, GPUs and memory for `ray start`, as KubeRay derives them from the
     Ray container: limits first, requests otherwise."""
@@ -241,6 +250,12 @@ class Kubelet(Controller):
         self.lock = threading.Lock()
         self.stoppers: list[threading.Thread] = []
         self.terminating: dict[str, PodRuntime] = {}  # pods whose processes are stopping
+        # What a non-Ray pod's container gets (sandbox/container.py), set by the sandbox once its
+        # API serves: (host, port) of the API, the CA that signed it, and the token of a
+        # service account (None: the account has no token here).
+        self.api_endpoint: tuple[str, int] | None = None
+        self.ca_pem: bytes = b""
+        self.service_account_token = None  # (namespace, name) -> str | None
 
     def _event(self, pod: dict, type_: str, reason: str, message: str, component: str = "kubelet") -> None:
         try:
@@ -516,6 +531,9 @@ class Kubelet(Controller):
         deadline = time.monotonic() + delay
         while time.monotonic() < deadline and not rt.stopping:
             time.sleep(0.1)
+        if not rt.cluster:  # not a Ray pod: a pipeline task's, say
+            self._run_container(rt, pod)
+            return
         fold = int((pod["metadata"].get("annotations") or {}).get(FOLD, "1"))
         if fold == 0:  # a folded replica: its resources run on another worker node
             if self._wait_head_ready(rt):
@@ -563,6 +581,62 @@ class Kubelet(Controller):
             if rt.head:
                 self._restart_workers(rt)
             self._back_off(rt, pod, finished)
+
+    def _run_container(self, rt: PodRuntime, pod: dict) -> None:
+        """A pod whose first container is a command, not a Ray node: it runs once, as a process
+        with the pod's env and mounts (sandbox/container.py), and the pod ends Succeeded or
+        Failed with its exit code (restartPolicy Never, as Argo's step pods; the sandbox does
+        not restart other pods' containers)."""
+        from ..container import ContainerProcess
+
+        current = self.store.find(self.pod_t, rt.ns, rt.name)
+        if current is None:
+            return
+        container = (current["spec"].get("containers") or [{}])[0]
+        try:
+            env = container_env(self.store, self.registry, current, container)
+        except ConfigError:
+            return  # waits in CreateContainerConfigError (_blocked)
+        if self.api_endpoint is not None:
+            env |= {"KUBERNETES_SERVICE_HOST": self.api_endpoint[0], "KUBERNETES_SERVICE_PORT": str(self.api_endpoint[1]),
+                    "KUBERNETES_SERVICE_PORT_HTTPS": str(self.api_endpoint[1])}
+        command = [_expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
+        if not command:
+            rt.exit_codes = {container.get("name", ""): 128}
+            self._event(current, "Warning", "Failed", "Error: the sandbox cannot run an image's own entrypoint: "
+                        "give the container a command")
+            self._refresh(rt)
+            return
+        account = None
+        if current["spec"].get("automountServiceAccountToken", True) is not False:
+            name = current["spec"].get("serviceAccountName") or "default"
+            token = self.service_account_token(rt.ns, name) if self.service_account_token else None
+            account = {"ca.crt": self.ca_pem, "namespace": rt.ns.encode(), **({"token": token.encode()} if token else {})}
+        try:
+            process = ContainerProcess(rt.name, self.root, command, env, service_account=account,
+                                       workdir=container.get("workingDir", ""))
+            rt.node = process
+            rt.log_marks.append(process.log_size())
+            rt.starts += 1
+            process.start()
+        except OSError as exc:
+            rt.exit_codes = {container.get("name", ""): 128}
+            self._event(current, "Warning", "Failed", f"Error: {exc}")
+            self._refresh(rt)
+            return
+        rt.started_at, rt.running, rt.ready_at = now_rfc3339(), True, time.monotonic()
+        self._event(current, "Normal", "Started", f"Started container {container.get('name', '')}")
+        self._refresh(rt)
+        wait = 0.05
+        while not rt.stopping and process.alive():
+            time.sleep(wait)
+            wait = min(wait * 1.5, 0.5)
+        if rt.stopping:
+            return  # termination (_finish) records how it ended
+        rt.running, rt.ready_at = False, None
+        code = process.exit_code()
+        rt.exit_codes = {c["name"]: (code or 0) if c is container else 0 for c in current["spec"].get("containers") or []}
+        self._refresh(rt)
 
     def _back_off(self, rt: PodRuntime, pod: dict, finished: float) -> None:
         """kuberuntime doBackOff: restart at once unless the container is in its back-off

@@ -1,0 +1,148 @@
+"""A container that is not a Ray node (a pipeline task's pod): its command as a process of the
+sandbox's kubelet, with what a container has in a pod.
+
+- its env (the kubelet resolves env, envFrom and secretKeyRef before: kubelet.container_env);
+- the pod's service account at the in-cluster path /var/run/secrets/kubernetes.io/serviceaccount
+  (token, ca.crt, namespace), and KUBERNETES_SERVICE_HOST/PORT naming the sandbox's API;
+- its own /s3, /minio and /gcs (where KFP's executor reads and writes artifacts: kfp
+  dsl/types/artifact_types.py maps s3://b/k to /s3/b/k) and /tmp, empty at start.
+The paths are bind mounts in a private mount namespace (`unshare --mount`, root only, as the
+sandbox's Ray workers get theirs): other processes on the machine never see them. Making them
+leaves empty directories of those names on the machine (mount points), the one trace of a pod.
+Without private mounts the pod cannot have them and does not start (the kubelet says why).
+
+Like RayNode: a record under the kubelet's root names its process group and temp dir, so the
+sandbox's watchdog reaps both if the sandbox's owner dies; SIGTERM goes to the main process,
+SIGKILL to the group at the end of the grace period.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .raynode import descendants, pid_alive, private_mounts_available
+from .reaper import signal_pid as _signal
+
+SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+ARTIFACT_MOUNTS = ("/s3", "/minio", "/gcs")
+
+_MOUNT_SCRIPT = """
+set -e
+root="$1"; shift
+for target in "$@"; do
+  [ "$target" = "--" ] && break
+  mkdir -p "$target"
+  mount --bind "$root$target" "$target"
+  shift
+done
+shift
+exec "$@"
+"""
+
+
+class ContainerProcess:
+    def __init__(self, name: str, root: Path, command: list[str], env: dict[str, str], *,
+                 service_account: dict[str, bytes] | None = None, workdir: str = ""):
+        """`service_account`: file name -> content (token, ca.crt, namespace), or None for a pod
+        that does not mount one (automountServiceAccountToken: false)."""
+        self.name = name
+        self.command_line = list(command)
+        self.env = dict(env)
+        self.workdir = workdir
+        self.log_path = root / f"{name}.log"
+        self.proc: subprocess.Popen | None = None
+        root.mkdir(parents=True, exist_ok=True)
+        self.temp_dir = Path("/tmp") / f"kc-{secrets.token_hex(5)}"
+        self.pid_file = root / f"{name}.{self.temp_dir.name}.pid"
+        self._record()  # recorded before it exists: no owner death leaves it unrecorded
+        self.temp_dir.mkdir(mode=0o700)
+        self.mounts = [*ARTIFACT_MOUNTS, "/tmp"]  # /tmp last: mounted over, it hides temp_dir's own path
+        for target in self.mounts:
+            (self.temp_dir / target.lstrip("/")).mkdir(parents=True)
+        (self.temp_dir / "tmp").chmod(0o1777)
+        if service_account is not None:
+            sa = self.temp_dir / SA_PATH.lstrip("/")
+            sa.mkdir(parents=True)
+            for file, content in service_account.items():
+                (sa / file).write_bytes(content)
+            self.mounts.insert(0, SA_PATH)
+
+    def _record(self, **extra) -> None:
+        tmp = self.pid_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"temp_dir": str(self.temp_dir), **extra}))
+        os.replace(tmp, self.pid_file)
+
+    def command(self) -> list[str]:
+        if not private_mounts_available():
+            raise OSError("the sandbox cannot make private mount namespaces (needs root and unshare): "
+                          "a pipeline task's pod needs its own /s3 and service account paths")
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", _MOUNT_SCRIPT, "sh",
+                str(self.temp_dir), *self.mounts, "--", *self.command_line]
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp", "TMPDIR": "/tmp", **self.env}
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=env, start_new_session=True, cwd=self.workdir or str(self.temp_dir / "tmp"))
+        self._record(pgid=self.proc.pid)
+
+    # --- what the kubelet asks of a container (as of a RayNode) ------------------------
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def ready(self) -> bool:
+        return self.alive()
+
+    def log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def pids(self) -> list[int]:
+        if self.proc is None:
+            return []
+        own = [self.proc.pid] if self.proc.poll() is None else []
+        return sorted({*own, *descendants(self.proc.pid)})
+
+    def terminate(self) -> None:
+        """SIGTERM to the container's main process, as the kubelet sends it."""
+        if self.proc is not None and self.proc.poll() is None:
+            _signal(self.proc.pid, signal.SIGTERM)
+
+    def exit_code(self) -> int | None:
+        code = self.proc.poll() if self.proc is not None else None
+        return None if code is None else (128 - code if code < 0 else code)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL to what is left after `grace`; remove its files."""
+        if self.proc is not None:
+            targets = self.pids()
+            self.terminate()
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and (self.proc.poll() is None or any(pid_alive(p) for p in targets)):
+                time.sleep(0.1)
+            for pid in targets:
+                _signal(pid, signal.SIGKILL)
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        self.pid_file.unlink(missing_ok=True)
+
+    def crash(self) -> None:
+        if self.proc is not None:
+            for pid in self.pids():
+                _signal(pid, signal.SIGKILL)
