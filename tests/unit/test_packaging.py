@@ -6,6 +6,7 @@ the `sandbox` extra. Built from this checkout as pip builds it, then used from t
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -20,8 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("wheels")
+    # built from a copy: an in-tree build leaves build/ folders in the checkout
+    source = tmp_path_factory.mktemp("source") / "kfp-ray"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv*", "build", "dist", "*.egg-info",
+                                                                  "__pycache__", ".pytest_cache", ".ruff_cache"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out),
-                    str(ROOT), str(ROOT / "sandbox")], check=True, capture_output=True, timeout=300)
+                    str(source), str(source / "sandbox")], check=True, capture_output=True, timeout=300)
     return {w.name.split("-")[0]: w for w in out.glob("*.whl")}
 
 
@@ -61,6 +66,10 @@ def test_every_package_folder_is_listed():
             if "tests" not in parts:
                 found.add(".".join((package, *parts)) if parts else package)
     assert found <= listed, f"add to pyproject.toml [tool.setuptools] packages: {sorted(found - listed)}"
+    sandbox = set(tomllib.loads((ROOT / "sandbox" / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(("kfp_ray_sandbox", *init.parent.relative_to(ROOT / "sandbox").parts))
+             for init in (ROOT / "sandbox").rglob("__init__.py")}
+    assert found <= sandbox, f"add to sandbox/pyproject.toml [tool.setuptools] packages: {sorted(found - sandbox)}"
 
 
 def test_components_from_an_installed_wheel_compile_to_the_committed_yaml(wheels, tmp_path):
