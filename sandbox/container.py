@@ -5,7 +5,9 @@ sandbox's kubelet, with what a container has in a pod.
 - the pod's service account at the in-cluster path /var/run/secrets/kubernetes.io/serviceaccount
   (token, ca.crt, namespace), and KUBERNETES_SERVICE_HOST/PORT naming the sandbox's API;
 - its own /s3, /minio and /gcs (where KFP's executor reads and writes artifacts: kfp
-  dsl/types/artifact_types.py maps s3://b/k to /s3/b/k) and /tmp, empty at start.
+  dsl/types/artifact_types.py maps s3://b/k to /s3/b/k), empty at start, and its own temp
+  dir as TMPDIR and HOME (not mounted over /tmp: the sandbox's "image", the Python that runs
+  the command, may itself live under /tmp, as a checkout there does).
 The paths are bind mounts in a private mount namespace (`unshare --mount`, root only, as the
 sandbox's Ray workers get theirs): other processes on the machine never see them. Making them
 leaves empty directories of those names on the machine (mount points), the one trace of a pod.
@@ -63,8 +65,8 @@ class ContainerProcess:
         self.pid_file = root / f"{name}.{self.temp_dir.name}.pid"
         self._record()  # recorded before it exists: no owner death leaves it unrecorded
         self.temp_dir.mkdir(mode=0o700)
-        self.mounts = [*ARTIFACT_MOUNTS, "/tmp"]  # /tmp last: mounted over, it hides temp_dir's own path
-        for target in self.mounts:
+        self.mounts = list(ARTIFACT_MOUNTS)
+        for target in [*self.mounts, "/tmp"]:
             (self.temp_dir / target.lstrip("/")).mkdir(parents=True)
         (self.temp_dir / "tmp").chmod(0o1777)
         if service_account is not None:
@@ -88,7 +90,8 @@ class ContainerProcess:
 
     def start(self) -> None:
         with open(self.log_path, "ab") as log:
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp", "TMPDIR": "/tmp", **self.env}
+            tmp = str(self.temp_dir / "tmp")
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp, **self.env}
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=env, start_new_session=True, cwd=self.workdir or str(self.temp_dir / "tmp"))
         self._record(pgid=self.proc.pid)
