@@ -26,10 +26,9 @@ import secrets
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
-from .raynode import descendants, pid_alive, private_mounts_available
+from .raynode import descendants, private_mounts_available, stop_container
 from .reaper import signal_pid as _signal
 
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -127,21 +126,7 @@ class ContainerProcess:
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM, then SIGKILL to what is left after `grace`; remove its files."""
         if self.proc is not None:
-            targets = self.pids()
-            self.terminate()
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and (self.proc.poll() is None or any(pid_alive(p) for p in targets)):
-                time.sleep(0.1)
-            for pid in targets:
-                _signal(pid, signal.SIGKILL)
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+            stop_container(self.proc, self.pids(), grace)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         self.pid_file.unlink(missing_ok=True)
 

@@ -173,6 +173,27 @@ def private_mounts_available() -> bool:
     return _PRIVATE_MOUNTS
 
 
+def stop_container(proc: subprocess.Popen, targets: list[int], grace: float, strays=lambda: []) -> None:
+    """As a kubelet stops a container: SIGTERM to its main process `proc` alone, up to `grace`
+    seconds for it and `targets` (its processes) to exit, then SIGKILL to what is left of
+    them, to `strays()` and to proc's process group; proc is reaped."""
+    if proc.poll() is None:
+        _signal(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and (proc.poll() is None or any(pid_alive(p) for p in targets)):
+        time.sleep(0.1)
+    for pid in targets + strays():
+        _signal(pid, signal.SIGKILL)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 class RayNode:
     """One Ray node (head or worker) started for one pod."""
 
@@ -293,25 +314,10 @@ class RayNode:
         """Stop this node's processes (group, descendants, and strays in its temp dir), then
         remove its temp dir and record."""
         if self.proc is not None:
-            targets = self.pids()
             # SIGTERM to `ray start` alone, as a kubelet signals a container's main process: it
             # stops its processes in order (about 2 s, a running job included); signalling them
             # all at once can leave them hanging until SIGKILL.
-            if self.proc.poll() is None:
-                _signal(self.proc.pid, signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and (self.proc.poll() is None or any(pid_alive(p) for p in targets)):
-                time.sleep(0.1)
-            for pid in targets + pids_mentioning(str(self.temp_dir)):
-                _signal(pid, signal.SIGKILL)
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+            stop_container(self.proc, self.pids(), grace, strays=lambda: pids_mentioning(str(self.temp_dir)))
         self._keep_logs()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         self.pid_file.unlink(missing_ok=True)
