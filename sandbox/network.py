@@ -1,6 +1,8 @@
 """Pod and Service addresses on loopback.
 
-Each sandbox takes a random 127.x.y.0/24 block and hands out one address per Ray pod, so
+Each sandbox takes a random 127.x.y.0/24 block, held machine-wide while it lives (two
+sandboxes, or a sandbox and a test's Network, never share one: a Service of one would answer
+on the other's addresses), and hands out one address per Ray pod, so
 every Ray node has an address of its own (Ray maps 127.0.0.1 itself to the host's external
 address, so that one is never used), and one per ClusterIP Service, which the sandbox's
 kube-proxy (sandbox/proxy.py) serves. An address is reused only after it was released.
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 import random
 import threading
+
+from .raynode import machine_hold
 
 
 class AddressesExhausted(RuntimeError):
@@ -21,7 +25,11 @@ class Network:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self.prefix = f"127.{random.randint(16, 250)}.{random.randint(0, 255)}."
+        while True:
+            self.prefix = f"127.{random.randint(16, 250)}.{random.randint(0, 255)}."
+            self._hold = machine_hold(f"net-{self.prefix}")  # released with this object or its process
+            if self._hold is not None:
+                break
         self._next = self.FIRST
         self._used: set[str] = set()
         self._services: set[str] = set()  # the used addresses that are Services' clusterIPs

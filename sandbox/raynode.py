@@ -94,7 +94,7 @@ def free_port() -> int:
         raise OSError(f"no free port in {ports.start}-{ports.stop - 1} after 10000 tries")
 
 
-def _hold(name: str) -> socket.socket | None:
+def machine_hold(name: str) -> socket.socket | None:
     """A machine-wide hold on `name` (an abstract Unix socket: no file, gone with its process
     however it ends), or None if another holder has it."""
     hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -108,7 +108,7 @@ def _hold(name: str) -> socket.socket | None:
 
 def _reserve(port: int, now: float) -> bool:
     """Hold `port` machine-wide for this process; False if another process holds it."""
-    hold = _hold(f"port-{port}")
+    hold = machine_hold(f"port-{port}")
     if hold is not None:
         _held[port] = (now, hold)
     return hold is not None
@@ -132,7 +132,7 @@ def hold_worker_ports() -> tuple[int, int, socket.socket]:
     blocks = list(range(WORKER_PORTS.start, WORKER_PORTS.stop - WORKER_PORT_BLOCK + 1, WORKER_PORT_BLOCK))
     random.shuffle(blocks)
     for low in blocks:
-        hold = _hold(f"workers-{low}")
+        hold = machine_hold(f"workers-{low}")
         if hold is not None:
             return low, low + WORKER_PORT_BLOCK - 1, hold
     raise OSError(f"all {len(blocks)} blocks of Ray worker ports are held by running sandbox nodes")

@@ -76,3 +76,21 @@ def hold_free(low: int) -> int | None:
         return None
     finally:
         s.close()
+
+
+def test_two_networks_never_share_an_address_block(monkeypatch):
+    """A sandbox's 127.x.y.0/24 is held machine-wide: a second Network that draws the same
+    block draws again."""
+    from kfp_ray_sandbox import network
+
+    draws = iter([(77, 7), (77, 7), (78, 8)])
+    pending = []
+
+    def randint(low, high):
+        if not pending:
+            pending.extend(next(draws))
+        return pending.pop(0)
+
+    monkeypatch.setattr(network.random, "randint", randint)
+    first, second = network.Network(), network.Network()
+    assert first.prefix == "127.77.7." and second.prefix == "127.78.8."
