@@ -23,7 +23,7 @@ from werkzeug.wrappers import Request, Response
 
 from . import listing
 from .store import PipelineStore, parse_package
-from .wire import ApiError, invalid, to_json
+from .wire import ApiError, invalid, read, to_json
 
 log = logging.getLogger("sandbox.pipelines_api")
 API = "/apis/v2beta1"
@@ -122,7 +122,7 @@ class PipelinesApi:
         return 200, to_json("V2beta1PipelineVersion", version)
 
     def create_pipeline(self, request):
-        body = json.loads(request.get_data() or b"{}")
+        body = read("V2beta1Pipeline", request.get_data())
         name = body.get("name") or body.get("display_name") or ""
         pipeline = self.store.create_pipeline(name, body.get("display_name", ""), body.get("description", ""),
                                               body.get("namespace", ""))
@@ -157,10 +157,7 @@ class PipelinesApi:
 
     # --- experiments ----------------------------------------------------------------
     def create_experiment(self, request):
-        try:
-            body = json.loads(request.get_data() or b"{}")
-        except ValueError:
-            raise invalid("Failed to parse the request body as V2beta1Experiment") from None
+        body = read("V2beta1Experiment", request.get_data())
         return 200, to_json("V2beta1Experiment", self.store.create_experiment(body))
 
     def list_experiments(self, request):

@@ -8,7 +8,7 @@ import uuid
 
 import yaml
 
-from .wire import ApiError, invalid, not_found, now
+from .wire import ApiError, already_exists, invalid, not_found, now
 
 DEFAULT_EXPERIMENT = "Default"
 
@@ -43,18 +43,20 @@ class PipelineStore:
             raise invalid("Failed to create a pipeline: pipeline name is empty. Please specify a valid name")
         with self.lock:
             if any(p["name"] == name for p in self.pipelines.values()):
-                raise ApiError("ALREADY_EXISTS", f"Failed to create a pipeline: AlreadyExistsError: "
-                                                 f"Pipeline with name {name} already exists")
+                raise already_exists("create a pipeline", "Pipeline", name)
             pipeline = {"pipeline_id": str(uuid.uuid4()), "name": name, "display_name": display_name or name,
                         "description": description, "created_at": now(), "namespace": namespace or self.namespace}
             self.pipelines[pipeline["pipeline_id"]] = pipeline
             return pipeline
 
-    def pipeline(self, pipeline_id: str) -> dict:
+    def _get(self, table: dict, kind: str, key: str) -> dict:
         with self.lock:
-            if pipeline_id not in self.pipelines:
-                raise not_found("Pipeline", pipeline_id)
-            return self.pipelines[pipeline_id]
+            if key not in table:
+                raise not_found(kind, key)
+            return table[key]
+
+    def pipeline(self, pipeline_id: str) -> dict:
+        return self._get(self.pipelines, "Pipeline", pipeline_id)
 
     def delete_pipeline(self, pipeline_id: str, cascade: bool = False) -> None:
         with self.lock:
@@ -74,8 +76,7 @@ class PipelineStore:
             if not name:
                 raise invalid("Failed to create a pipeline version: name is empty. Please specify a valid name")
             if any(v["name"] == name and v["pipeline_id"] == pipeline_id for v in self.versions.values()):
-                raise ApiError("ALREADY_EXISTS", f"Failed to create a pipeline version: AlreadyExistsError: "
-                                                 f"Pipeline version with name {name} already exists")
+                raise already_exists("create a pipeline version", "Pipeline version", name)
             version = {"pipeline_id": pipeline_id, "pipeline_version_id": str(uuid.uuid4()), "name": name,
                        "display_name": display_name or name, "description": description, "created_at": now(),
                        "pipeline_spec": spec}
@@ -101,8 +102,7 @@ class PipelineStore:
             raise invalid("Invalid input error: Experiment name is empty. Please specify a valid experiment name")
         with self.lock:
             if any(e["display_name"] == name for e in self.experiments.values()):
-                raise ApiError("ALREADY_EXISTS", f"Failed to create a new experiment: AlreadyExistsError: "
-                                                 f"Experiment with name {name} already exists")
+                raise already_exists("create a new experiment", "Experiment", name)
             experiment = {"experiment_id": str(uuid.uuid4()), "display_name": name,
                           "description": body.get("description") or "", "created_at": now(),
                           "namespace": body.get("namespace") or self.namespace, "storage_state": "AVAILABLE"}
@@ -110,10 +110,7 @@ class PipelineStore:
             return experiment
 
     def experiment(self, experiment_id: str) -> dict:
-        with self.lock:
-            if experiment_id not in self.experiments:
-                raise not_found("Experiment", experiment_id)
-            return self.experiments[experiment_id]
+        return self._get(self.experiments, "Experiment", experiment_id)
 
     def default_experiment(self) -> dict:
         with self.lock:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from functools import cache
-from http import HTTPStatus
 
 # grpc status codes and the HTTP status grpc-gateway answers for each
 GRPC = {"INVALID_ARGUMENT": (3, 400), "NOT_FOUND": (5, 404), "ALREADY_EXISTS": (6, 409),
@@ -36,6 +35,10 @@ def invalid(message: str) -> ApiError:
 
 def not_found(kind: str, key: str) -> ApiError:
     return ApiError("NOT_FOUND", f"Failed to get {kind}: ResourceNotFoundError: {kind} {key} not found")
+
+
+def already_exists(action: str, kind: str, name: str) -> ApiError:
+    return ApiError("ALREADY_EXISTS", f"Failed to {action}: AlreadyExistsError: {kind} with name {name} already exists")
 
 
 @cache
@@ -82,5 +85,7 @@ def from_json(model: str, body: bytes) -> object:
         raise invalid(f"Failed to parse the request body as {model}: {exc}") from None
 
 
-def status_text(code: int) -> str:
-    return f"{code} {HTTPStatus(code).phrase}"
+def read(model: str, body: bytes) -> dict:
+    """The request body as kfp_server_api's `model` reads it (from_json), back as a dict of
+    the fields it set."""
+    return {k: v for k, v in from_json(model, body).to_dict().items() if v is not None}

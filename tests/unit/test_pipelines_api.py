@@ -151,3 +151,14 @@ def test_the_sandbox_serves_it_at_pipelines_api_with_its_ca(box):
     assert box.info["pipelines_api"].startswith("https://")
     assert client.get_kfp_healthz().multi_user is False
     assert "Default" in [e.display_name for e in client.list_experiments().experiments]
+
+
+@pytest.mark.parametrize("path", ["/apis/v2beta1/pipelines", "/apis/v2beta1/experiments"])
+def test_a_body_that_is_not_a_json_object_is_refused(server, path):
+    url, auth = server
+    for body in (b"{not json", b"[1, 2]"):
+        req = urllib.request.Request(url + path, data=body, method="POST",
+                                     headers={"Authorization": f"Bearer {auth.admin.token}", "Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(req, timeout=10)
+        assert exc.value.code == 400 and json.loads(exc.value.read())["code"] == 3
