@@ -20,16 +20,13 @@ SIGKILL to the group at the end of the grace period.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 
-from .raynode import descendants, private_mounts_available, stop_container
-from .reaper import signal_pid as _signal
+from .raynode import PodProcess, private_mounts_available, stop_container
 
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 ARTIFACT_MOUNTS = ("/s3", "/minio", "/gcs")
@@ -48,7 +45,7 @@ exec "$@"
 """
 
 
-class ContainerProcess:
+class ContainerProcess(PodProcess):
     def __init__(self, name: str, root: Path, command: list[str], env: dict[str, str], *,
                  service_account: dict[str, bytes] | None = None, workdir: str = ""):
         """`service_account`: file name -> content (token, ca.crt, namespace), or None for a pod
@@ -75,11 +72,6 @@ class ContainerProcess:
                 (sa / file).write_bytes(content)
             self.mounts.insert(0, SA_PATH)
 
-    def _record(self, **extra) -> None:
-        tmp = self.pid_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"temp_dir": str(self.temp_dir), **extra}))
-        os.replace(tmp, self.pid_file)
-
     def command(self) -> list[str]:
         if not private_mounts_available():
             raise OSError("the sandbox cannot make private mount namespaces (needs root and unshare): "
@@ -95,33 +87,9 @@ class ContainerProcess:
                                          env=env, start_new_session=True, cwd=self.workdir or str(self.temp_dir / "tmp"))
         self._record(pgid=self.proc.pid)
 
-    # --- what the kubelet asks of a container (as of a RayNode) ------------------------
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
+    # --- what the kubelet asks of a container beyond PodProcess -------------------------
     def ready(self) -> bool:
         return self.alive()
-
-    def log_size(self) -> int:
-        try:
-            return self.log_path.stat().st_size
-        except OSError:
-            return 0
-
-    def pids(self) -> list[int]:
-        if self.proc is None:
-            return []
-        own = [self.proc.pid] if self.proc.poll() is None else []
-        return sorted({*own, *descendants(self.proc.pid)})
-
-    def terminate(self) -> None:
-        """SIGTERM to the container's main process, as the kubelet sends it."""
-        if self.proc is not None and self.proc.poll() is None:
-            _signal(self.proc.pid, signal.SIGTERM)
-
-    def exit_code(self) -> int | None:
-        code = self.proc.poll() if self.proc is not None else None
-        return None if code is None else (128 - code if code < 0 else code)
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM, then SIGKILL to what is left after `grace`; remove its files."""
@@ -129,8 +97,3 @@ class ContainerProcess:
             stop_container(self.proc, self.pids(), grace)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         self.pid_file.unlink(missing_ok=True)
-
-    def crash(self) -> None:
-        if self.proc is not None:
-            for pid in self.pids():
-                _signal(pid, signal.SIGKILL)

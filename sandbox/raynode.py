@@ -194,7 +194,68 @@ def stop_container(proc: subprocess.Popen, targets: list[int], grace: float, str
         pass
 
 
-class RayNode:
+class PodProcess:
+    """What the kubelet asks of a container's process, Ray node or command alike: a record
+    under the kubelet's root (temp dir and process group, for the watchdog), alive or not, its
+    log's size, its exit code as a container reports it, SIGTERM, and a crash. Subclasses set
+    proc, temp_dir, pid_file and log_path."""
+
+    proc: subprocess.Popen | None
+    temp_dir: Path
+    pid_file: Path
+    log_path: Path
+
+    def _record(self, **extra) -> None:
+        """Write this process's record atomically (a reader never sees half of one)."""
+        tmp = self.pid_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"temp_dir": str(self.temp_dir), **extra}))
+        os.replace(tmp, self.pid_file)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_size(self) -> int:
+        """Bytes in the pod's log file so far (where the next instance's log begins)."""
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def _strays(self) -> list[int]:
+        """Processes of this container that left its process tree."""
+        return []
+
+    def pids(self) -> list[int]:
+        if self.proc is None:
+            return []
+        own = [self.proc.pid] if self.proc.poll() is None else []
+        return sorted({*own, *descendants(self.proc.pid), *self._strays()})
+
+    def terminate(self) -> None:
+        """SIGTERM to the main process alone, as a kubelet signals a container's main process
+        (`ray start` then stops its own processes in order, about 2 s; signalling them all at
+        once can leave it hanging until SIGKILL). The kubelet waits out the grace period and
+        stops whatever is left."""
+        if self.proc is not None and self.proc.poll() is None:
+            _signal(self.proc.pid, signal.SIGTERM)
+
+    def exit_code(self) -> int | None:
+        """The main process's exit code as a container reports it (128+signal when killed)."""
+        code = self.proc.poll() if self.proc is not None else None
+        return None if code is None else (128 - code if code < 0 else code)
+
+    def crash(self) -> None:
+        """Kill it abruptly (SIGKILL), as an OOM kill or node failure would."""
+        if self.proc is not None:
+            for pid in self.pids():
+                _signal(pid, signal.SIGKILL)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+class RayNode(PodProcess):
     """One Ray node (head or worker) started for one pod."""
 
     def __init__(self, name: str, ip: str, *, head: bool, num_cpus: float, num_gpus: float,
@@ -233,12 +294,6 @@ class RayNode:
             except FileExistsError:  # raced for the name: the record must not name another's dir
                 self.pid_file.unlink(missing_ok=True)
 
-    def _record(self, **extra) -> None:
-        """Write this node's record atomically (a reader never sees half of one)."""
-        tmp = self.pid_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"temp_dir": str(self.temp_dir), **extra}))
-        os.replace(tmp, self.pid_file)
-
     def command(self) -> list[str]:
         cmd = [rayimage.python(), "-m", "ray.scripts.scripts", "start", "--block",  # `ray start`, in the image
                f"--node-ip-address={self.ip}", f"--temp-dir={self.temp_dir}",
@@ -271,9 +326,6 @@ class RayNode:
     def dashboard_url(self) -> str:
         return f"http://{self.ip}:{self.ports['dashboard-port']}"
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def ready(self) -> bool:
         """As KubeRay v1.4's readiness probe (ray-operator/controllers/ray/common/pod.go,
         initLivenessAndReadinessProbe): the dashboard agent's api/local_raylet_healthz answers
@@ -290,13 +342,6 @@ class RayNode:
         except OSError:
             return False
 
-    def log_size(self) -> int:
-        """Bytes in the pod's log file so far (where the next instance's log begins)."""
-        try:
-            return self.log_path.stat().st_size
-        except OSError:
-            return 0
-
     def log_tail(self, lines: int = 200) -> str:
         try:
             text = self.log_path.read_text(errors="replace")
@@ -304,11 +349,8 @@ class RayNode:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
-    def pids(self) -> list[int]:
-        if self.proc is None:
-            return []
-        own = [self.proc.pid] if self.proc.poll() is None else []
-        return sorted({*own, *descendants(self.proc.pid), *pids_mentioning(str(self.temp_dir))})
+    def _strays(self) -> list[int]:
+        return pids_mentioning(str(self.temp_dir))  # Ray processes that left the tree (daemonized)
 
     def stop(self, grace: float = 10.0) -> None:
         """Stop this node's processes (group, descendants, and strays in its temp dir), then
@@ -317,7 +359,7 @@ class RayNode:
             # SIGTERM to `ray start` alone, as a kubelet signals a container's main process: it
             # stops its processes in order (about 2 s, a running job included); signalling them
             # all at once can leave them hanging until SIGKILL.
-            stop_container(self.proc, self.pids(), grace, strays=lambda: pids_mentioning(str(self.temp_dir)))
+            stop_container(self.proc, self.pids(), grace, strays=self._strays)
         self._keep_logs()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         self.pid_file.unlink(missing_ok=True)
@@ -334,30 +376,6 @@ class RayNode:
                 shutil.copy2(self.log_path, dest / "pod.log")
             except (OSError, shutil.Error):
                 pass  # a diagnostic aid: never fails a stop
-
-    def terminate(self) -> None:
-        """SIGTERM to the `ray start` process alone, as a kubelet signals a container's main
-        process: Ray then stops its own processes in order (about 2 s). Signalling them all at
-        once instead can leave `ray start` hanging until SIGKILL. The kubelet waits out the
-        grace period and calls stop(grace=0) for whatever is left."""
-        if self.proc is not None and self.proc.poll() is None:
-            _signal(self.proc.pid, signal.SIGTERM)
-
-    def exit_code(self) -> int | None:
-        """The `ray start` process's exit code as a container reports it (128+signal when killed)."""
-        code = self.proc.poll() if self.proc is not None else None
-        return None if code is None else (128 - code if code < 0 else code)
-
-    def crash(self) -> None:
-        """Kill the node abruptly (SIGKILL), as an OOM kill or node failure would."""
-        if self.proc is not None:
-            for pid in self.pids():
-                _signal(pid, signal.SIGKILL)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-
 
 def kill_recorded(root: Path) -> int:
     """Kill the Ray nodes recorded under root (pid files) whose sandbox is gone, remove their

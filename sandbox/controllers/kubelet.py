@@ -47,7 +47,7 @@ from .. import quantity
 from ..apiserver import errors
 from ..apiserver.errors import ApiError
 from ..apiserver.store import now_rfc3339
-from ..raynode import RayNode, free_port
+from ..raynode import PodProcess, RayNode, free_port
 from .backoff import Backoff, go_duration
 from .base import Controller, log, record_event
 
@@ -216,7 +216,7 @@ class PodRuntime:
         self.cluster = (pod["metadata"].get("labels") or {}).get("ray.io/cluster", "")
         self.head = (pod["metadata"].get("labels") or {}).get("ray.io/node-type") == "head"
         self.ip = ip
-        self.node: RayNode | None = None
+        self.node: PodProcess | None = None  # a RayNode, or a command container (sandbox/container.py)
         self.thread: threading.Thread | None = None
         self.started_at: str | None = None  # containers created (the Ray one's process started)
         self.running = False  # the Ray container runs
