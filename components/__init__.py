@@ -8,18 +8,37 @@ function of its folder's component.py.
 """
 
 import importlib
+import sys
+import types
 from pathlib import Path
 
 NAMES = tuple(sorted(p.parent.name for p in Path(__file__).resolve().parent.glob("*/component.py")))
 __all__ = list(NAMES)
 
 
+def _component(name: str):
+    """The component `name` of its folder's component.py (imported, so built, on first use)."""
+    return getattr(importlib.import_module(f"{__name__}.{name}.component"), name)
+
+
 def __getattr__(name: str):
     if name in NAMES:
-        # importing the module binds the component here (_build.ray_component)
-        module = importlib.import_module(f"{__name__}.{name}.component")
-        return getattr(module, name)
+        return _component(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _Components(types.ModuleType):
+    """Importing NAME.component binds the folder's package to NAME here (the import system
+    sets a parent's attribute to its subpackage); the name still gives the component."""
+
+    def __getattribute__(self, name: str):
+        value = super().__getattribute__(name)
+        if name in NAMES and isinstance(value, types.ModuleType):
+            return _component(name)
+        return value
+
+
+sys.modules[__name__].__class__ = _Components
 
 
 # How the components are built, read from the environment when a component module is imported

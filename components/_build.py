@@ -8,7 +8,6 @@ import gzip
 import importlib.util
 import os
 import shutil
-import sys
 import tarfile
 import tempfile
 from pathlib import Path
@@ -92,9 +91,6 @@ def ray_component(packages: list[str], code_dir: str | Path | None = None):
                 component = dsl.component(func, embedded_artifact_path=str(stage), **build_options(packages))
         finally:
             shutil.rmtree(stage, ignore_errors=True)
-        # `from kfp_ray.components import NAME` gives the component, not its folder's package
-        # (which importing component.py has just bound to that name)
-        setattr(sys.modules[__package__], func.__name__, component)
         return component
 
     return wrap

@@ -33,7 +33,9 @@ COMPONENTS = NAMES
 
 
 def load_component(name: str):
-    return getattr(importlib.import_module(f"kfp_ray.components.{name}.component"), name)
+    import kfp_ray.components
+
+    return getattr(kfp_ray.components, name)  # its __getattr__ builds it
 
 
 def compiled_component_path(name: str) -> Path:

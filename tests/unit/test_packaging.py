@@ -96,7 +96,10 @@ def test_components_from_an_installed_wheel_compile_to_the_committed_yaml(wheels
 def test_component_names_give_components_whatever_was_imported_first():
     code = (
         "from kfp_ray.pipelines.common import train_on_ray\n"  # imports the component modules
+        "from kfp_ray.pipelines.xgboost_tune.pipeline import xgboost_tune\n"  # builds submit with its job's code
         "from kfp_ray.components import provision_ray_cluster, submit_ray_job\n"
+        "from kfp_ray.components.submit_ray_job import component\n"
+        "assert submit_ray_job is component.submit_ray_job, 'the name gave another build of the component'\n"
         "from kfp.dsl.python_component import PythonComponent\n"
         "assert isinstance(provision_ray_cluster, PythonComponent), type(provision_ray_cluster)\n"
         "assert isinstance(submit_ray_job, PythonComponent), type(submit_ray_job)\n"
