@@ -23,9 +23,10 @@ from pathlib import Path
 from kfp_ray.components import PREINSTALLED_ENV
 from kfp_ray_sandbox.reaper import SIGNAL_SLICE_S, session_tree, signal_pid, wait_gone
 
-ROOT = Path(__file__).resolve().parent.parent  # the checkout (editable install)
+ROOT = Path(__file__).resolve().parent.parent
+CHECKOUT = (ROOT / "pyproject.toml").exists()  # an editable install of this repository, not a wheel
 # next to the checkout's .venv; installed from a wheel, in the user's cache
-OVERLAY = (ROOT / ".venv-kfp-local" if (ROOT / "pyproject.toml").exists()
+OVERLAY = (ROOT / ".venv-kfp-local" if CHECKOUT
            else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kfp-ray" / "venv-kfp-local")
 
 
@@ -70,7 +71,7 @@ def run(target: str, arguments: dict, env: dict | None = None, pipeline_root: st
         # kfp.local and its tasks make temp dirs they never remove (each task's `mktemp -d`
         # program dir, the workspace): inside the run's temp dir, they go with it.
         (tmp / "tmp").mkdir()
-        proc = subprocess.Popen([isolated_python(), "-m", "kfp_ray.pipelines._local_runner", json.dumps(spec)], cwd=ROOT if OVERLAY.parent == ROOT else None,
+        proc = subprocess.Popen([isolated_python(), "-m", "kfp_ray.pipelines._local_runner", json.dumps(spec)], cwd=ROOT if CHECKOUT else None,
                                 env={**os.environ, **(env or {}), **tag, "TMPDIR": str(tmp / "tmp"), "PYTHONUNBUFFERED": "1"},
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         try:

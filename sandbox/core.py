@@ -26,6 +26,7 @@ import yaml
 
 from .apiserver import errors
 from .apiserver.admission import QuotaFaultAdmission, ServiceAccountAdmission
+from .apiserver.http import HttpServer
 from .apiserver.rbac import Authenticator
 from .apiserver.resources import Registry
 from .apiserver.server import ApiServer
@@ -42,6 +43,7 @@ from .faults import Faults
 from .network import Network
 from .pipelines_api.server import OAuthProxy, PipelinesApi
 from .proxy import KubeProxy
+from .raynode import free_port
 from .reaper import Watchdog, reap
 from .s3 import S3Server
 
@@ -169,13 +171,9 @@ class Sandbox:
         for c in self.controllers:
             c.start()
         self.api.start()
-        host, _, port = self.api.url.rpartition("://")[2].rpartition(":")
-        self.kubelet.api_endpoint, self.kubelet.ca_pem = (host, int(port)), self.ca.ca_pem
+        self.kubelet.api_endpoint, self.kubelet.ca_pem = self.api.http.address, self.ca.ca_pem
         self.kubelet.service_account_token = self.auth.service_account_token
         # the DSPA's Route: its oauth-proxy in front of the KFP API server (pipelines_api/)
-        from .apiserver.http import HttpServer
-        from .raynode import free_port
-
         self.pipelines_api = PipelinesApi(NAMESPACE)
         self.pipelines_http = HttpServer(OAuthProxy(self.pipelines_api, self.auth, NAMESPACE), port=free_port(),
                                          tls=self.ca.server_context())

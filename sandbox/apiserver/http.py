@@ -92,8 +92,13 @@ class HttpServer:
         self.stopping = threading.Event()
 
     @property
-    def url(self) -> str:
+    def address(self) -> tuple[str, int]:
         host, port = self._server.server_address[:2]
+        return host, port
+
+    @property
+    def url(self) -> str:
+        host, port = self.address
         return f"{self.scheme}://{host}:{port}"
 
     def start(self) -> None:
