@@ -13,9 +13,9 @@ sandbox's Ray workers get theirs): other processes on the machine never see them
 leaves empty directories of those names on the machine (mount points), the one trace of a pod.
 Without private mounts the pod cannot have them and does not start (the kubelet says why).
 
-Like RayNode: a record under the kubelet's root names its process group and temp dir, so the
-sandbox's watchdog reaps both if the sandbox's owner dies; SIGTERM goes to the main process,
-SIGKILL to the group at the end of the grace period.
+A PodProcess like RayNode (raynode.py): a record under the kubelet's root names its process
+group and temp dir, so the sandbox's watchdog reaps both if the sandbox's owner dies; SIGTERM
+goes to the main process, SIGKILL to the group at the end of the grace period (stop_container).
 """
 
 from __future__ import annotations

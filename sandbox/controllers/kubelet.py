@@ -602,10 +602,8 @@ class Kubelet(Controller):
                     "KUBERNETES_SERVICE_PORT_HTTPS": str(self.api_endpoint[1])}
         command = [_expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
         if not command:
-            rt.exit_codes = {container.get("name", ""): 128}
-            self._event(current, "Warning", "Failed", "Error: the sandbox cannot run an image's own entrypoint: "
-                        "give the container a command")
-            self._refresh(rt)
+            self._cannot_start(rt, current, container, "the sandbox cannot run an image's own entrypoint: "
+                               "give the container a command")
             return
         account = None
         if current["spec"].get("automountServiceAccountToken", True) is not False:
@@ -620,9 +618,7 @@ class Kubelet(Controller):
             rt.starts += 1
             process.start()
         except OSError as exc:
-            rt.exit_codes = {container.get("name", ""): 128}
-            self._event(current, "Warning", "Failed", f"Error: {exc}")
-            self._refresh(rt)
+            self._cannot_start(rt, current, container, str(exc))
             return
         rt.started_at, rt.running, rt.ready_at = now_rfc3339(), True, time.monotonic()
         self._event(current, "Normal", "Started", f"Started container {container.get('name', '')}")
@@ -636,6 +632,12 @@ class Kubelet(Controller):
         rt.running, rt.ready_at = False, None
         code = process.exit_code()
         rt.exit_codes = {c["name"]: (code or 0) if c is container else 0 for c in current["spec"].get("containers") or []}
+        self._refresh(rt)
+
+    def _cannot_start(self, rt: PodRuntime, pod: dict, container: dict, why: str) -> None:
+        """A container that could not be created: the pod fails (exit code 128), and says why."""
+        rt.exit_codes = {container.get("name", ""): 128}
+        self._event(pod, "Warning", "Failed", f"Error: {why}")
         self._refresh(rt)
 
     def _back_off(self, rt: PodRuntime, pod: dict, finished: float) -> None:
