@@ -1,0 +1,71 @@
+"""What the sandbox's run executor decides from a compiled pipeline (sandbox/pipelines_api/dag.py),
+on the real compiled xgboost_tune: what starts together, what waits, what is skipped after a
+failure, that the exit handler's task runs whatever happened, and where inputs come from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from kfp_ray_sandbox.pipelines_api import dag
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spec():
+    docs = list(yaml.safe_load_all((ROOT / "compiled" / "xgboost_tune.yaml").read_text()))
+    return docs[0], docs[1]
+
+
+def inner():
+    return spec()[0]["components"]["comp-exit-handler-1"]["dag"]["tasks"]
+
+
+def test_independent_tasks_start_together_and_the_rest_in_dependency_order():
+    tasks, states = inner(), {}
+    start, skip = dag.runnable(tasks, states)
+    assert sorted(start) == ["provision-ray-cluster", "stage-dataset"] and skip == []  # stage does not wait
+    states |= {"provision-ray-cluster": dag.SUCCEEDED, "stage-dataset": dag.RUNNING}
+    assert dag.runnable(tasks, states) == ([], [])  # submit needs the staged data too
+    states["stage-dataset"] = dag.SUCCEEDED
+    assert dag.runnable(tasks, states)[0] == ["submit-ray-job"]
+    states |= {"submit-ray-job": dag.SUCCEEDED}
+    assert dag.runnable(tasks, states)[0] == ["follow-ray-job"]
+    states |= {"follow-ray-job": dag.SUCCEEDED}
+    assert dag.runnable(tasks, states)[0] == ["publish-training-results"]
+
+
+def test_after_a_failure_the_dependents_are_skipped_and_the_exit_task_still_runs():
+    tasks = inner()
+    states = {"provision-ray-cluster": dag.SUCCEEDED, "stage-dataset": dag.SUCCEEDED, "submit-ray-job": dag.SUCCEEDED,
+              "follow-ray-job": dag.FAILED}
+    assert dag.runnable(tasks, states) == ([], ["publish-training-results"])
+    root = spec()[0]["root"]["dag"]["tasks"]
+    assert dag.runnable(root, {"exit-handler-1": dag.RUNNING}) == ([], [])
+    for outcome in (dag.SUCCEEDED, dag.FAILED, dag.CANCELED):
+        assert dag.runnable(root, {"exit-handler-1": outcome}) == (["teardown-ray-cluster"], [])
+
+
+def test_inputs_come_from_the_dag_inputs_upstream_outputs_and_constants():
+    tasks = inner()
+    parent = {"pipelinechannel--samples": 6, "pipelinechannel--concurrent_trials": 3, "pipelinechannel--boosting_rounds": 60,
+              "pipelinechannel--install_requirements": True, "pipelinechannel--extra_requirements": []}
+    siblings = {"provision-ray-cluster": dag.Node("provision-ray-cluster", {}, {}, dag.SUCCEEDED,
+                                                  outputs={"dashboard_url": "http://head:8265", "cluster_name": "c"}),
+                "stage-dataset": dag.Node("stage-dataset", {}, {}, dag.SUCCEEDED,
+                                          outputs={"data_uri": "s3://b/d", "output_uri": "s3://b/o"})}
+    params = dag.resolve_parameters(tasks["submit-ray-job"], parent, siblings)
+    assert params["dashboard_url"] == "http://head:8265"
+    assert params["pipelinechannel--stage-dataset-data_uri"] == "s3://b/d"
+    assert params["pipelinechannel--samples"] == 6
+    assert "{{$.inputs.parameters['pipelinechannel--samples']}}" in params["entrypoint"]  # the executor input resolves it
+
+
+def test_the_data_connection_becomes_secret_env_with_optional_keys_kept_optional():
+    _, platform = spec()
+    executor = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-follow-ray-job"]
+    env = dag.secret_env(executor, {"pipelinechannel--data_connection": "aws-connection-minio"})
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env}
+    assert refs["AWS_ACCESS_KEY_ID"] == {"name": "aws-connection-minio", "key": "AWS_ACCESS_KEY_ID"}
+    assert refs["AWS_DEFAULT_REGION"] == {"name": "aws-connection-minio", "key": "AWS_DEFAULT_REGION", "optional": True}
