@@ -63,6 +63,12 @@ def _rules() -> Map:
         ("/experiments/<experiment_id>", "DELETE", "delete_experiment"),
         ("/experiments/<experiment_id>:archive", "POST", "archive_experiment"),
         ("/experiments/<experiment_id>:unarchive", "POST", "unarchive_experiment"),
+        ("/runs", "POST", "create_run"),
+        ("/runs", "GET", "list_runs"),
+        ("/runs/<run_id>", "GET", "get_run"),
+        ("/runs/<run_id>", "DELETE", "delete_run"),
+        ("/runs/<run_id>:archive", "POST", "archive_run"),
+        ("/runs/<run_id>:unarchive", "POST", "unarchive_run"),
     ]
     return Map([Rule(API + path, methods=[method], endpoint=name) for path, method, name in r])
 
@@ -70,9 +76,12 @@ def _rules() -> Map:
 class PipelinesApi:
     """The KFP API server (upstream of the proxy): a WSGI app."""
 
-    def __init__(self, namespace: str):
+    def __init__(self, namespace: str, executor=None):
+        """`executor(run)` starts a created run (the workflow controller); None: runs stay
+        PENDING (not yet built: issue 11)."""
         self.store = PipelineStore(namespace)
         self.map = _rules()
+        self.executor = executor
 
     def __call__(self, environ, start_response):
         request = Request(environ)
@@ -181,6 +190,37 @@ class PipelinesApi:
 
     def unarchive_experiment(self, request, experiment_id):
         self.store.experiment(experiment_id)["storage_state"] = "AVAILABLE"
+        return 200, {}
+
+    # --- runs (executed by `self.executor`, when there is one) -------------------------
+    def create_run(self, request):
+        run = self.store.create_run(read("V2beta1Run", request.get_data()))
+        if self.executor is not None:
+            self.executor(run)
+        return 200, to_json("V2beta1Run", run)
+
+    def list_runs(self, request):
+        runs = list(self.store.runs.values())
+        if request.args.get("experiment_id"):
+            runs = [r for r in runs if r["experiment_id"] == request.args["experiment_id"]]
+        items, total, token = self._page(request, runs, ("created_at", "display_name", "run_id", "state"))
+        return 200, to_json("V2beta1ListRunsResponse", {"runs": items, "total_size": total, "next_page_token": token})
+
+    def get_run(self, request, run_id):
+        return 200, to_json("V2beta1Run", self.store.run(run_id))
+
+    def delete_run(self, request, run_id):
+        with self.store.lock:
+            self.store.run(run_id)
+            del self.store.runs[run_id]
+        return 200, {}
+
+    def archive_run(self, request, run_id):
+        self.store.run(run_id)["storage_state"] = "ARCHIVED"
+        return 200, {}
+
+    def unarchive_run(self, request, run_id):
+        self.store.run(run_id)["storage_state"] = "AVAILABLE"
         return 200, {}
 
     # --- helpers --------------------------------------------------------------------

@@ -35,6 +35,7 @@ class PipelineStore:
         self.pipelines: dict[str, dict] = {}
         self.versions: dict[str, dict] = {}
         self.experiments: dict[str, dict] = {}
+        self.runs: dict[str, dict] = {}
         self.create_experiment({"display_name": DEFAULT_EXPERIMENT, "description": "All runs created without specifying an experiment will be grouped here."})
 
     # --- pipelines and versions ---------------------------------------------------
@@ -115,3 +116,43 @@ class PipelineStore:
     def default_experiment(self) -> dict:
         with self.lock:
             return next(e for e in self.experiments.values() if e["display_name"] == DEFAULT_EXPERIMENT)
+
+    # --- runs --------------------------------------------------------------------------
+    def create_run(self, body: dict) -> dict:
+        """A run as KFP 2.17's CreateRun stores it (validation as run_server.go): a display
+        name; the spec from the pipeline version reference if given, else inline; the default
+        experiment when none is named. It starts PENDING; the executor takes it from there."""
+        name = body.get("display_name") or ""
+        if not name:
+            raise invalid("Invalid input error: The run name is empty. Please specify a valid name")
+        with self.lock:
+            ref = body.get("pipeline_version_reference") or {}
+            if ref.get("pipeline_version_id"):
+                spec = self.version(ref.get("pipeline_id", ""), ref["pipeline_version_id"])["pipeline_spec"]
+            elif body.get("pipeline_spec"):
+                spec = body["pipeline_spec"]
+            else:
+                raise invalid("Invalid input error: Failed to create a run due to empty pipeline spec manifest. "
+                              "Either pipeline_version_reference or pipeline_spec must be set")
+            experiment = self.experiment(body["experiment_id"]) if body.get("experiment_id") else self.default_experiment()
+            created = now()
+            run = {"run_id": str(uuid.uuid4()), "experiment_id": experiment["experiment_id"], "display_name": name,
+                   "description": body.get("description") or "", "storage_state": "AVAILABLE",
+                   "pipeline_spec": spec if not ref.get("pipeline_version_id") else None,
+                   "pipeline_version_reference": ref or None,
+                   "runtime_config": body.get("runtime_config") or {"parameters": {}},
+                   "service_account": body.get("service_account") or "", "created_at": created,
+                   "scheduled_at": created, "state": "PENDING",
+                   "state_history": [{"update_time": created, "state": "PENDING"}]}
+            self.runs[run["run_id"]] = run
+            return run
+
+    def run(self, run_id: str) -> dict:
+        return self._get(self.runs, "Run", run_id)
+
+    def spec_of(self, run: dict) -> dict:
+        """The run's compiled pipeline: {"pipeline_spec": ..., "platform_spec": ...} either way."""
+        ref = run.get("pipeline_version_reference") or {}
+        spec = run["pipeline_spec"] if run.get("pipeline_spec") else self.version(
+            ref.get("pipeline_id", ""), ref["pipeline_version_id"])["pipeline_spec"]
+        return spec if "pipeline_spec" in spec else {"pipeline_spec": spec, "platform_spec": {}}

@@ -162,3 +162,35 @@ def test_a_body_that_is_not_a_json_object_is_refused(server, path):
         with pytest.raises(urllib.error.HTTPError) as exc:
             urllib.request.urlopen(req, timeout=10)
         assert exc.value.code == 400 and json.loads(exc.value.read())["code"] == 3
+
+def test_runs_are_created_from_a_package_or_a_version_and_listed_by_experiment(client):
+    package = str(ROOT / "compiled" / "ray_training.yaml")
+    result = client.create_run_from_pipeline_package(package, arguments={"entrypoint": "python -c 'print(1)'"},
+                                                     run_name="r1", experiment_name="runs-exp")
+    run = client.get_run(result.run_id)
+    assert run.display_name == "r1" and run.state == "PENDING" and run.runtime_config.parameters["entrypoint"]
+    assert run.pipeline_spec["pipeline_spec"]["pipelineInfo"]["name"] == "ray-training"
+    experiment = client.get_experiment(experiment_name="runs-exp")
+    pipeline = client.upload_pipeline(package, pipeline_name="for-runs")
+    [version] = client.list_pipeline_versions(pipeline.pipeline_id).pipeline_versions
+    by_ref = client.run_pipeline(experiment.experiment_id, "r2", pipeline_id=pipeline.pipeline_id,
+                                 version_id=version.pipeline_version_id, params={"entrypoint": "true"})
+    assert by_ref.pipeline_version_reference.pipeline_version_id == version.pipeline_version_id
+    names = [r.display_name for r in client.list_runs(experiment_id=experiment.experiment_id).runs]
+    assert names == ["r1", "r2"]
+    client.archive_run(by_ref.run_id)
+    assert client.get_run(by_ref.run_id).storage_state == "ARCHIVED"
+    client.delete_run(by_ref.run_id)
+    with pytest.raises(Exception) as exc:
+        client.get_run(by_ref.run_id)
+    assert exc.value.status == 404
+
+
+def test_a_run_without_a_name_or_a_spec_is_refused(server):
+    url, auth = server
+    for body, says in (({"display_name": ""}, "run name is empty"), ({"display_name": "x"}, "empty pipeline spec")):
+        req = urllib.request.Request(f"{url}/apis/v2beta1/runs", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Authorization": f"Bearer {auth.admin.token}", "Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(req, timeout=10)
+        assert exc.value.code == 400 and says in json.loads(exc.value.read())["message"]
