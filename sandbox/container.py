@@ -5,7 +5,8 @@ sandbox's kubelet, with what a container has in a pod.
 - the pod's service account at the in-cluster path /var/run/secrets/kubernetes.io/serviceaccount
   (token, ca.crt, namespace), and KUBERNETES_SERVICE_HOST/PORT naming the sandbox's API;
 - its own /s3, /minio and /gcs (where KFP's executor reads and writes artifacts: kfp
-  dsl/types/artifact_types.py maps s3://b/k to /s3/b/k), empty at start, and its own temp
+  dsl/types/artifact_types.py maps s3://b/k to /s3/b/k), its own /tmp/kfp and
+  /tmp/kfp_outputs (the KFP launcher's output files), empty at start, and its own temp
   dir as TMPDIR and HOME (not mounted over /tmp: the sandbox's "image", the Python that runs
   the command, may itself live under /tmp, as a checkout there does).
 The paths are bind mounts in a private mount namespace (`unshare --mount`, root only, as the
@@ -30,6 +31,8 @@ from .raynode import PodProcess, private_mounts_available, stop_container
 
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 ARTIFACT_MOUNTS = ("/s3", "/minio", "/gcs")
+# the KFP launcher's fixed paths for output parameters and the executor's output metadata
+LAUNCHER_MOUNTS = ("/tmp/kfp", "/tmp/kfp_outputs")
 
 _MOUNT_SCRIPT = """
 set -e
@@ -61,9 +64,9 @@ class ContainerProcess(PodProcess):
         self.pid_file = root / f"{name}.{self.temp_dir.name}.pid"
         self._record()  # recorded before it exists: no owner death leaves it unrecorded
         self.temp_dir.mkdir(mode=0o700)
-        self.mounts = list(ARTIFACT_MOUNTS)
+        self.mounts = [*ARTIFACT_MOUNTS, *LAUNCHER_MOUNTS]
         for target in [*self.mounts, "/tmp"]:
-            (self.temp_dir / target.lstrip("/")).mkdir(parents=True)
+            (self.temp_dir / target.lstrip("/")).mkdir(parents=True, exist_ok=True)
         (self.temp_dir / "tmp").chmod(0o1777)
         if service_account is not None:
             sa = self.temp_dir / SA_PATH.lstrip("/")

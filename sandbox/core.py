@@ -42,6 +42,7 @@ from .controllers.serviceaccounts import ServiceAccountsController
 from .faults import Faults
 from .network import Network
 from .pipelines_api.server import OAuthProxy, PipelinesApi
+from .pipelines_api.workflow import STORAGE_SECRET, Engine
 from .proxy import KubeProxy
 from .raynode import free_port
 from .reaper import Watchdog, reap
@@ -175,6 +176,9 @@ class Sandbox:
         self.kubelet.service_account_token = self.auth.service_account_token
         # the DSPA's Route: its oauth-proxy in front of the KFP API server (pipelines_api/)
         self.pipelines_api = PipelinesApi(NAMESPACE)
+        self.engine = Engine(self.pipelines_api.store, _Pods(self), self.s3.client(), bucket=BUCKET,
+                             namespace=NAMESPACE, s3_endpoint=self.s3.endpoint)
+        self.pipelines_api.engine = self.engine
         self.pipelines_http = HttpServer(OAuthProxy(self.pipelines_api, self.auth, NAMESPACE), port=free_port(),
                                          tls=self.ca.server_context())
         self.pipelines_http.start()
@@ -204,6 +208,8 @@ class Sandbox:
         killer = threading.Timer(SHUTDOWN_GRACE, reap, kwargs={"record_dirs": [self.state_dir / "pods"], "settle": False})
         killer.daemon = True
         killer.start()
+        if self.pipelines_api is not None and self.pipelines_api.engine is not None:
+            self.pipelines_api.engine.shutdown()  # runs end with their pods, as the kubelet stops
         stoppers = [threading.Thread(target=c.shutdown if c is self.kubelet else c.stop, name=f"stop-{c.name}")
                     for c in self.controllers]
         for t in stoppers:
@@ -247,6 +253,11 @@ class Sandbox:
         values = {"AWS_ACCESS_KEY_ID": self.s3.access_key, "AWS_SECRET_ACCESS_KEY": self.s3.secret_key,
                   "AWS_S3_ENDPOINT": self.s3.endpoint, "AWS_S3_BUCKET": BUCKET,
                   "AWS_DEFAULT_REGION": self.s3.region}
+        # the DSPA's object storage secret: the pipeline root's keys, for the launcher (not for tasks)
+        self._create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                      "metadata": {"name": STORAGE_SECRET, "namespace": NAMESPACE},
+                      "data": {"accesskey": base64.b64encode(self.s3.access_key.encode()).decode(),
+                               "secretkey": base64.b64encode(self.s3.secret_key.encode()).decode()}})
         self._create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                       "metadata": {"name": DATA_CONNECTION, "namespace": NAMESPACE,
                                    "labels": {"opendatahub.io/dashboard": "true", "opendatahub.io/managed": "true"},
@@ -279,6 +290,27 @@ class Sandbox:
                 raise errors.ApiError(409, "Conflict", f"RayCluster {m.group(1)}/{m.group(2)} has no running head to crash")
             return 200, {"crashed": m.group(2)}
         raise errors.path_not_found()
+
+
+class _Pods:
+    """The run engine's pods (pipelines_api/workflow.py), in the sandbox's store as Argo's
+    controller makes them: defaulted and validated like any created pod, run by the kubelet."""
+
+    def __init__(self, box: "Sandbox"):
+        self.box = box
+        self.rt = box.registry.by_kind("", "Pod")
+
+    def create(self, pod: dict) -> dict:
+        return self.box._create(pod)
+
+    def get(self, name: str) -> dict | None:
+        return self.box.store.find(self.rt, NAMESPACE, name)
+
+    def delete(self, name: str) -> None:
+        try:
+            self.box.store.delete(self.rt, NAMESPACE, name)
+        except errors.ApiError:
+            pass  # gone already
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 0.1):

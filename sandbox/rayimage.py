@@ -100,6 +100,30 @@ def python() -> str:
     return str(py)
 
 
+@functools.cache
+def task_image() -> dict:
+    """The image a pipeline task's pod runs: the base interpreter and a directory of links to
+    every package of the project's venv (the pod's launcher puts a writable layer over it).
+    The compiled YAML names a plain Python image and pip-installs its packages first; here
+    those packages are present, so the installs find them and download nothing (README,
+    "Where the sandbox differs"). Editable installs (.pth files) are left out: a task gets
+    kfp_ray from the code its component embeds, as on RHOAI."""
+    site = _site_packages()
+    entries = sorted(e.name for e in site.iterdir() if not e.name.endswith(".pth") and e.name != "__pycache__")
+    root = Path(sys.prefix) / ".kfp-ray-sandbox-image" / f"task-{_key(site, entries)}"
+    if not root.exists():
+        tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for name in entries:
+            (tmp / name).symlink_to(site / name)
+        try:
+            os.rename(tmp, root)
+        except OSError:  # another process built it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return {"python": sys._base_executable, "packages": str(root)}
+
+
 def pip_envs(root: Path) -> Path:
     return root.with_name(f"{root.name}-pip-envs")
 

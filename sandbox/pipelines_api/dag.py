@@ -37,6 +37,11 @@ class Node:
     artifacts: dict = field(default_factory=dict)  # artifact name -> [runtime artifact dicts]
 
 
+def is_exit_task(task: dict) -> bool:
+    """The task dsl.ExitHandler compiles to: it runs when its upstream is done, however it ended."""
+    return (task.get("triggerPolicy") or {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"
+
+
 def runnable(dag_tasks: dict[str, dict], states: dict[str, str]) -> tuple[list[str], list[str]]:
     """(tasks that may start now, tasks to mark SKIPPED) of one DAG, from its tasks' states.
     A task starts when every dependency SUCCEEDED; with ALL_UPSTREAM_TASKS_COMPLETED (exit
@@ -47,8 +52,7 @@ def runnable(dag_tasks: dict[str, dict], states: dict[str, str]) -> tuple[list[s
         if states.get(name, PENDING) != PENDING:
             continue
         deps = [states.get(d, PENDING) for d in task.get("dependentTasks") or []]
-        exit_task = (task.get("triggerPolicy") or {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"
-        if exit_task:
+        if is_exit_task(task):
             if all(s in DONE for s in deps):
                 start.append(name)
         elif all(s == SUCCEEDED for s in deps):

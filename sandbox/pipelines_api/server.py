@@ -68,6 +68,7 @@ def _rules() -> Map:
         ("/runs/<run_id>", "GET", "get_run"),
         ("/runs/<run_id>", "DELETE", "delete_run"),
         ("/runs/<run_id>:archive", "POST", "archive_run"),
+        ("/runs/<run_id>:terminate", "POST", "terminate_run"),
         ("/runs/<run_id>:unarchive", "POST", "unarchive_run"),
     ]
     return Map([Rule(API + path, methods=[method], endpoint=name) for path, method, name in r])
@@ -76,12 +77,12 @@ def _rules() -> Map:
 class PipelinesApi:
     """The KFP API server (upstream of the proxy): a WSGI app."""
 
-    def __init__(self, namespace: str, executor=None):
-        """`executor(run)` starts a created run (the workflow controller); None: runs stay
-        PENDING (not yet built: issue 11)."""
+    def __init__(self, namespace: str, engine=None):
+        """`engine` executes runs (workflow.Engine: start, terminate, delete); None: runs stay
+        PENDING (the API alone, for tests of the API)."""
         self.store = PipelineStore(namespace)
         self.map = _rules()
-        self.executor = executor
+        self.engine = engine
 
     def __call__(self, environ, start_response):
         request = Request(environ)
@@ -195,9 +196,10 @@ class PipelinesApi:
     # --- runs (executed by `self.executor`, when there is one) -------------------------
     def create_run(self, request):
         run = self.store.create_run(read("V2beta1Run", request.get_data()))
-        if self.executor is not None:
-            self.executor(run)
-        return 200, to_json("V2beta1Run", run)
+        if self.engine is not None:
+            self.engine.start(run)
+        with self.store.lock:
+            return 200, to_json("V2beta1Run", run)
 
     def list_runs(self, request):
         runs = list(self.store.runs.values())
@@ -207,12 +209,24 @@ class PipelinesApi:
         return 200, to_json("V2beta1ListRunsResponse", {"runs": items, "total_size": total, "next_page_token": token})
 
     def get_run(self, request, run_id):
-        return 200, to_json("V2beta1Run", self.store.run(run_id))
+        with self.store.lock:
+            return 200, to_json("V2beta1Run", self.store.run(run_id))
+
+    def terminate_run(self, request, run_id):
+        """KFP 2.17 TerminateRun: the run is CANCELING; the engine stops it (workflow.py)."""
+        run = self.store.run(run_id)
+        if run["state"] in ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED"):
+            raise ApiError("FAILED_PRECONDITION", f"Failed to terminate run {run_id}: the run has already finished")
+        if self.engine is not None:
+            self.engine.terminate(run_id)
+        return 200, {}
 
     def delete_run(self, request, run_id):
+        self.store.run(run_id)
+        if self.engine is not None:
+            self.engine.delete(run_id)
         with self.store.lock:
-            self.store.run(run_id)
-            del self.store.runs[run_id]
+            self.store.runs.pop(run_id, None)
         return 200, {}
 
     def archive_run(self, request, run_id):

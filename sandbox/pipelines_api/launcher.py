@@ -1,0 +1,162 @@
+"""The sandbox's KFP launcher: what runs first in every pipeline task's pod, as KFP's
+launcher-v2 does on Argo (backend/src/v2/component/launcher_v2.go, KFP 2.17), then the
+task's own command.
+
+The engine (workflow.py, the driver's part) resolves the executor input and the command's
+placeholders; this process, inside the pod, then:
+1. gives the pod its image: a fresh writable layer (a venv) over the sandbox's task image, so
+   the command's `pip install` lands in this pod alone, as in a container's own filesystem;
+2. downloads the input artifacts from the pipeline root to /s3/<bucket>/<key> (KFP's local
+   path for s3:// URIs);
+3. runs the command, passing SIGTERM on (a terminated or deleted run), with its stdout and
+   stderr as the pod's log;
+4. on success, uploads the output artifacts and the executor output (the output parameter
+   files of /tmp/kfp/outputs merged into /tmp/kfp_outputs/output_metadata.json, as the real
+   launcher collects them) to the pipeline root: executor_output.json there stands in for
+   MLMD, where the real launcher records them.
+
+It is the sandbox's program (the real launcher is a Go binary copied into the pod), so it
+runs with the sandbox's Python and its boto3, not the task image's. Its object-store keys come
+from the DSPA's storage secret (env KFP_LAUNCHER_S3_*), and the task's command never sees them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+S3_KEYS = ("KFP_LAUNCHER_S3_ACCESS_KEY", "KFP_LAUNCHER_S3_SECRET_KEY", "KFP_LAUNCHER_S3_ENDPOINT")
+OUTPUT_METADATA = "/tmp/kfp_outputs/output_metadata.json"
+
+
+def local_path(uri: str) -> Path:
+    """KFP's container path for an artifact URI (kfp dsl/types/artifact_types.py)."""
+    for scheme, root in (("s3://", "/s3/"), ("minio://", "/minio/"), ("gs://", "/gcs/")):
+        if uri.startswith(scheme):
+            return Path(root + uri[len(scheme):])
+    raise ValueError(f"unsupported artifact URI {uri!r}: the sandbox's pipeline root is s3://")
+
+
+def split(uri: str) -> tuple[str, str]:
+    bucket, _, key = uri.split("://", 1)[1].partition("/")
+    return bucket, key
+
+
+def make_layer(image: dict) -> str:
+    """A venv of the image's interpreter whose site-packages sees the image's packages: the
+    container's writable layer. Returns its bin directory."""
+    layer = Path(os.environ.get("TMPDIR", "/tmp")) / "image-layer"
+    subprocess.run([image["python"], "-m", "venv", "--without-pip", str(layer)], check=True)
+    site = next((layer / "lib").glob("python*/site-packages"))
+    (site / "kfp_ray_sandbox_task_image.pth").write_text(image["packages"] + "\n")
+    pip = layer / "bin" / "pip"  # the image has pip as a module: the command's `command -v pip` finds it
+    pip.write_text('#!/bin/sh\nexec "$(dirname "$0")/python" -m pip "$@"\n')
+    pip.chmod(0o755)
+    return str(layer / "bin")
+
+
+def download_inputs(s3, executor_input: dict) -> None:
+    for group in (executor_input.get("inputs") or {}).get("artifacts", {}).values():
+        for art in group.get("artifacts") or []:
+            uri = art.get("uri") or ""
+            if not uri:
+                continue
+            bucket, key = split(uri)
+            dest = local_path(uri)
+            objects = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key)
+                       for o in page.get("Contents", [])]
+            for obj in objects:
+                if obj == key:
+                    target = dest
+                elif obj.startswith(key.rstrip("/") + "/"):
+                    target = dest / obj[len(key.rstrip("/")) + 1:]
+                else:
+                    continue  # a sibling that only shares the prefix
+                target.parent.mkdir(parents=True, exist_ok=True)
+                s3.download_file(bucket, obj, str(target))
+
+
+def prepare_outputs(executor_input: dict) -> None:
+    outputs = executor_input.get("outputs") or {}
+    for p in (outputs.get("parameters") or {}).values():
+        Path(p["outputFile"]).parent.mkdir(parents=True, exist_ok=True)
+    for group in (outputs.get("artifacts") or {}).values():
+        for art in group.get("artifacts") or []:
+            local_path(art["uri"]).parent.mkdir(parents=True, exist_ok=True)
+    Path(outputs.get("outputFile") or OUTPUT_METADATA).parent.mkdir(parents=True, exist_ok=True)
+
+
+def parameter_value(text: str, kind: str):
+    """An output parameter file's content as its type (launcher_v2 collectOutputParameters)."""
+    if kind == "STRING":
+        return text
+    if kind in ("NUMBER_INTEGER", "NUMBER_DOUBLE"):
+        return float(text)
+    if kind == "BOOLEAN":
+        return text.strip().lower() == "true"
+    return json.loads(text)
+
+
+def collect_outputs(executor_input: dict, types: dict[str, str]) -> dict:
+    outputs = executor_input.get("outputs") or {}
+    path = Path(outputs.get("outputFile") or OUTPUT_METADATA)
+    result = json.loads(path.read_text()) if path.exists() and path.read_text().strip() else {}
+    values = result.setdefault("parameterValues", {})
+    for name, p in (outputs.get("parameters") or {}).items():
+        f = Path(p["outputFile"])
+        if name not in values and f.exists():
+            values[name] = parameter_value(f.read_text(), types.get(name, "STRING"))
+    # artifacts: the executor's output metadata if it wrote some, else the input's declaration
+    declared = outputs.get("artifacts") or {}
+    arts = result.setdefault("artifacts", {})
+    for name, group in declared.items():
+        if name not in arts:
+            arts[name] = group
+    return result
+
+
+def upload_outputs(s3, result: dict) -> None:
+    for group in result.get("artifacts", {}).values():
+        for art in group.get("artifacts") or []:
+            src = local_path(art["uri"])
+            bucket, key = split(art["uri"])
+            if src.is_file():
+                s3.upload_file(str(src), bucket, key)
+            elif src.is_dir():
+                for f in sorted(p for p in src.rglob("*") if p.is_file()):
+                    s3.upload_file(str(f), bucket, f"{key.rstrip('/')}/{f.relative_to(src).as_posix()}")
+
+
+def main() -> int:
+    spec = json.loads(os.environ.pop("KFP_LAUNCHER_SPEC"))
+    creds = {k: os.environ.pop(k, "") for k in S3_KEYS}
+    import boto3  # the sandbox's own (the launcher is not the task image's program)
+    from botocore.config import Config
+
+    s3 = boto3.client("s3", endpoint_url=creds["KFP_LAUNCHER_S3_ENDPOINT"], aws_access_key_id=creds["KFP_LAUNCHER_S3_ACCESS_KEY"],
+                      aws_secret_access_key=creds["KFP_LAUNCHER_S3_SECRET_KEY"], region_name="us-east-1",
+                      config=Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 5, "mode": "standard"}))
+    executor_input = spec["executor_input"]
+    env = dict(os.environ)
+    env["PATH"] = make_layer(spec["image"]) + os.pathsep + env.get("PATH", "")
+    download_inputs(s3, executor_input)
+    prepare_outputs(executor_input)
+    sys.stdout.flush()
+    child = subprocess.Popen(spec["command"], env=env)
+    signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
+    code = child.wait()
+    if code != 0:
+        return code
+    result = collect_outputs(executor_input, spec.get("output_parameter_types") or {})
+    upload_outputs(s3, result)
+    bucket, key = split(spec["task_root"])
+    s3.put_object(Bucket=bucket, Key=f"{key.rstrip('/')}/executor_output.json", Body=json.dumps(result).encode())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,479 @@
+"""The sandbox's run engine: what Argo's workflow controller and KFP's driver do for a run of
+KFP 2.17 on RHOAI's Data Science Pipelines.
+
+- The run's DAG is walked as Argo walks it (dag.py decides what starts and what is skipped):
+  independent tasks start together, a sub-DAG (dsl.ExitHandler's) runs its own tasks, the exit
+  task runs whatever happened upstream.
+- Each container task is a pod of the sandbox, run by its kubelet: the pipeline-runner service
+  account, the compiled YAML's kfp-kubernetes settings (secretAsEnv, pod labels and
+  annotations, tolerations, node selector), labels `pipeline/runid` and
+  `workflows.argoproj.io/workflow` as Argo sets them, and the sandbox's launcher
+  (launcher.py) as its first program. Nothing else reaches its environment.
+- The driver's part happens here: the executor input (kfp.local's builders: the same
+  protobufs), placeholders ({{$}}, {{$.pipeline_job_uuid}}, f-strings), output paths
+  (/tmp/kfp/outputs/<name>, /tmp/kfp_outputs/output_metadata.json, as KFP's driver sets them)
+  and artifact URIs: <pipeline root>/<pipeline name>/<run id>/<task name>/<task uuid>/<output>.
+- retryPolicy: maxRetryCount more pods after a failure, backoffDuration * backoffFactor^n
+  apart (capped by backoffMaxDuration), as KFP's Argo compiler sets the template's retryStrategy.
+- cachingOptions.enableCache: a task whose fingerprint (component, inputs) matches a task that
+  succeeded before on this server reuses its outputs and runs no pod (state SKIPPED, as the
+  v2beta1 API reports a cached execution); the compiled kfp-ray pipelines disable caching.
+- Terminate (KFP 2.17 TerminateRun on Argo: activeDeadlineSeconds=0 on the Workflow): the run
+  is CANCELING, nothing new starts except the exit handler, running pods are deleted (SIGTERM,
+  their grace period, SIGKILL, as the kubelet does), the exit handler runs, and the run ends
+  FAILED (Argo's workflow phase, which KFP reports). Delete: the Workflow goes, its pods are
+  deleted with it and no exit handler runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import queue
+import secrets
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import dag
+from .dag import CANCELED, FAILED, PENDING, RUNNING, SKIPPED, SUCCEEDED, Node
+from .wire import now
+
+log = logging.getLogger("sandbox.workflow")
+
+LAUNCHER = Path(__file__).with_name("launcher.py")
+OUTPUT_PARAMETER_DIR = "/tmp/kfp/outputs"
+OUTPUT_METADATA = "/tmp/kfp_outputs/output_metadata.json"
+STORAGE_SECRET = "ds-pipeline-s3-dspa"  # the DSPA's object storage secret (accesskey, secretkey)
+RUNNER_ACCOUNT = "pipeline-runner-dspa"
+DEFAULT_GRACE_S = 30  # a pod's terminationGracePeriodSeconds when the spec sets none
+POD_TIMEOUT_S = 6 * 3600  # no single task pod runs longer in the sandbox
+
+
+class PodApi:
+    """What the engine asks of the sandbox's Kubernetes (core.py gives the real one)."""
+
+    def create(self, pod: dict) -> dict: ...
+    def get(self, name: str) -> dict | None: ...
+    def delete(self, name: str) -> None: ...
+
+
+@dataclass
+class Execution:
+    """One run being executed."""
+    run: dict
+    pipeline_spec: dict
+    executors: dict  # kfp-kubernetes settings by executor label
+    workflow: str  # the Argo Workflow's name
+    root: str  # pipeline root URI
+    canceling: threading.Event = field(default_factory=threading.Event)
+    deleted: threading.Event = field(default_factory=threading.Event)
+    pods: set = field(default_factory=set)
+    details: dict = field(default_factory=dict)  # task path -> V2beta1PipelineTaskDetail fields
+    thread: threading.Thread | None = None
+
+    def halted(self, node: Node) -> bool:
+        """Whether `node` may no longer run: the run was deleted, or terminated and the node is
+        not its exit task (which still runs after a terminate)."""
+        return self.deleted.is_set() or (self.canceling.is_set() and not dag.is_exit_task(node.spec))
+
+
+class Engine:
+    def __init__(self, pipeline_store, pods: PodApi, s3, *, bucket: str, namespace: str, s3_endpoint: str,
+                 image: dict | None = None):
+        """`s3`: a boto3 client with the DSPA's storage keys (reads what launchers wrote);
+        `image`: the task image (rayimage.task_image()); built on first use when None."""
+        self.store = pipeline_store
+        self.pods = pods
+        self.s3 = s3
+        self.bucket = bucket
+        self.namespace = namespace
+        self.s3_endpoint = s3_endpoint
+        self._image = image
+        self.default_root = f"s3://{bucket}"
+        self.executions: dict[str, Execution] = {}
+        self.cache: dict[str, dict] = {}  # fingerprint -> {"outputs", "artifacts"}
+        self.lock = threading.RLock()
+
+    @property
+    def image(self) -> dict:
+        if self._image is None:
+            from ..rayimage import task_image
+
+            self._image = task_image()
+        return self._image
+
+    # --- what the API server calls --------------------------------------------------
+    def start(self, run: dict) -> None:
+        spec = self.store.spec_of(run)
+        pipeline_spec = spec["pipeline_spec"]
+        executors = (((spec.get("platform_spec") or {}).get("platforms") or {}).get("kubernetes") or {}).get(
+            "deploymentSpec", {}).get("executors", {})
+        name = pipeline_spec.get("pipelineInfo", {}).get("name", "pipeline")
+        root = ((run.get("runtime_config") or {}).get("pipeline_root") or pipeline_spec.get("defaultPipelineRoot")
+                or self.default_root).rstrip("/")
+        ex = Execution(run=run, pipeline_spec=pipeline_spec, executors=executors,
+                       workflow=f"{name[:50]}-{secrets.token_hex(3)[:5]}", root=root)
+        with self.lock:
+            self.executions[run["run_id"]] = ex
+        ex.thread = threading.Thread(target=self._main, args=(ex,), daemon=True, name=f"run-{run['run_id'][:8]}")
+        ex.thread.start()
+
+    def terminate(self, run_id: str) -> None:
+        ex = self.executions.get(run_id)
+        if ex is None or ex.run["state"] in dag.DONE:
+            return
+        self._set_state(ex, "CANCELING")
+        ex.canceling.set()
+        self._stop_pods(ex)
+
+    def delete(self, run_id: str) -> None:
+        """The Workflow is deleted: its pods go too (SIGTERM, grace, SIGKILL); no exit handler."""
+        with self.lock:
+            ex = self.executions.pop(run_id, None)
+        if ex is None:
+            return
+        ex.deleted.set()
+        self._stop_pods(ex, forget=True)
+
+    def shutdown(self) -> None:
+        for run_id in list(self.executions):
+            self.delete(run_id)
+
+    # --- the run ----------------------------------------------------------------------
+    def _main(self, ex: Execution) -> None:
+        self._set_state(ex, RUNNING)
+        try:
+            params = self._root_parameters(ex)
+            root = {"path": "", "id": self._detail(ex, "", ex.pipeline_spec["pipelineInfo"]["name"], None)}
+            self._task_state(ex, "", RUNNING)
+            state = self._dag(ex, "", ex.pipeline_spec["root"]["dag"], params, {}, root["id"])
+            self._task_state(ex, "", state)
+            error = None if state == SUCCEEDED else self._first_error(ex)
+        except Exception as exc:  # noqa: BLE001 - a run the driver cannot start fails with the reason
+            log.exception("run %s", ex.run["run_id"])
+            state, error = FAILED, str(exc)
+        if ex.deleted.is_set():
+            return
+        if ex.canceling.is_set():
+            state = FAILED
+            error = error or "The run was terminated (Argo: Step exceeded its deadline)"
+        with self.store.lock:
+            ex.run["finished_at"] = now()
+            if error:
+                ex.run["error"] = {"code": 2, "message": error, "details": []}
+        self._set_state(ex, state)
+
+    def _root_parameters(self, ex: Execution) -> dict:
+        """Pipeline inputs: the run's values over the compiled defaults; a required input
+        without a value fails the run (the root driver's check)."""
+        given = dict((ex.run.get("runtime_config") or {}).get("parameters") or {})
+        out = {}
+        for name, d in ((ex.pipeline_spec["root"].get("inputDefinitions") or {}).get("parameters") or {}).items():
+            if name in given:
+                out[name] = given.pop(name)
+            elif "defaultValue" in d:
+                out[name] = d["defaultValue"]
+            elif not d.get("isOptional"):
+                raise ValueError(f"failed to resolve the pipeline's inputs: parameter {name!r} is required "
+                                 "and the run gives no value")
+        if given:
+            raise ValueError(f"the run gives parameters the pipeline does not have: {sorted(given)}")
+        return out
+
+    def _dag(self, ex: Execution, prefix: str, spec: dict, inputs: dict, artifacts: dict, parent_id: str) -> str:
+        """Run one DAG's tasks to the end; its state (FAILED if any task failed)."""
+        tasks = spec.get("tasks") or {}
+        components = ex.pipeline_spec.get("components") or {}
+        nodes = {name: Node(path=f"{prefix}/{name}" if prefix else name, spec=t,
+                            component=components[t["componentRef"]["name"]]) for name, t in tasks.items()}
+        done: queue.Queue = queue.Queue()
+        running = 0
+        while True:
+            states = {n: node.state for n, node in nodes.items()}
+            start, skip = dag.runnable(tasks, states)
+            if ex.deleted.is_set():
+                start, skip = [], [n for n, s in states.items() if s == PENDING]
+            elif ex.canceling.is_set():
+                exits = [n for n in start if dag.is_exit_task(tasks[n])]
+                skip = skip + [n for n in start if n not in exits]
+                start = exits
+            for n in skip:
+                nodes[n].state = SKIPPED
+                self._task_state(ex, nodes[n].path, SKIPPED, create=(nodes[n], parent_id))
+            for n in start:
+                nodes[n].state = RUNNING
+                threading.Thread(target=self._run_task, args=(ex, nodes[n], inputs, artifacts, nodes, parent_id, done),
+                                 daemon=True, name=f"task-{n}").start()
+                running += 1
+            if start or skip:
+                continue
+            if running == 0:
+                break
+            done.get()
+            running -= 1
+        states = [node.state for node in nodes.values()]
+        if any(s == FAILED for s in states):
+            return FAILED
+        if any(s == CANCELED for s in states):
+            return CANCELED
+        return SUCCEEDED
+
+    def _run_task(self, ex, node: Node, inputs, artifacts, siblings, parent_id, done: queue.Queue) -> None:
+        try:
+            task_id = self._detail(ex, node.path, node.spec.get("taskInfo", {}).get("name", node.path), parent_id)
+            params = dag.resolve_parameters(node.spec, inputs, siblings)
+            for key, src in ((node.spec.get("inputs") or {}).get("parameters") or {}).items():
+                if "taskFinalStatus" in src:
+                    params[key] = self._final_status(ex, src["taskFinalStatus"]["producerTask"], siblings)
+            arts = dag.resolve_artifacts(node.spec, artifacts, siblings)
+            self._task_state(ex, node.path, RUNNING)
+            if "dag" in node.component:
+                state = self._dag(ex, node.path, node.component["dag"], params, arts, task_id)
+                self._dag_outputs(node, siblings)
+            else:
+                state = self._container(ex, node, params, arts)
+            node.state = state
+        except Exception as exc:  # noqa: BLE001 - the driver's failure fails the task, not the engine
+            log.exception("task %s of run %s", node.path, ex.run["run_id"])
+            node.state = FAILED
+            self._task_error(ex, node.path, f"{type(exc).__name__}: {exc}")
+        finally:
+            self._task_state(ex, node.path, node.state)
+            done.put(node.path)
+
+    def _dag_outputs(self, node: Node, siblings) -> None:
+        """A sub-DAG's output parameters, from its producer subtasks (dsl outputs of a DAG)."""
+        # the compiled kfp-ray pipelines' sub-DAGs (exit handlers) have none; kept minimal on purpose
+        node.outputs = {}
+
+    def _final_status(self, ex: Execution, producer: str, siblings) -> dict:
+        node = siblings.get(producer)
+        state = node.state if node else FAILED
+        status = {"state": state, "pipelineJobResourceName": ex.workflow, "pipelineTaskName": producer}
+        if state != SUCCEEDED:
+            status["error"] = {"code": 2, "message": self._first_error(ex) or f"{producer} did not succeed"}
+        return status
+
+    # --- a container task: the driver's work, then a pod --------------------------------
+    def _container(self, ex: Execution, node: Node, params: dict, arts: dict) -> str:
+        label = node.component["executorLabel"]
+        container = ex.pipeline_spec["deploymentSpec"]["executors"][label]["container"]
+        config = ex.executors.get(label) or {}
+        task_name = node.spec.get("taskInfo", {}).get("name", node.path.rsplit("/", 1)[-1])
+        policy = node.spec.get("retryPolicy") or {}
+        attempts = 1 + int(policy.get("maxRetryCount") or 0)
+        fingerprint = None
+        if (node.spec.get("cachingOptions") or {}).get("enableCache"):
+            fingerprint = self._fingerprint(node, params, arts)
+            hit = self.cache.get(fingerprint)
+            if hit is not None:
+                node.outputs, node.artifacts = dict(hit["outputs"]), dict(hit["artifacts"])
+                return SKIPPED
+        for attempt in range(attempts):
+            if ex.halted(node):
+                return CANCELED
+            if attempt:
+                if ex.canceling.wait(self._backoff(policy, attempt)) or ex.deleted.is_set():
+                    return CANCELED
+            state = self._attempt(ex, node, task_name, container, config, params, arts)
+            if state == SUCCEEDED:
+                if fingerprint:
+                    self.cache[fingerprint] = {"outputs": dict(node.outputs), "artifacts": dict(node.artifacts)}
+                return state
+            if state == CANCELED:
+                return state
+        return FAILED
+
+    @staticmethod
+    def _backoff(policy: dict, attempt: int) -> float:
+        def seconds(text) -> float:
+            text = str(text or "0s")
+            return float(text[:-1]) if text.endswith("s") else float(text)
+
+        base = seconds(policy.get("backoffDuration"))
+        factor = float(policy.get("backoffFactor") or 2)
+        cap = seconds(policy.get("backoffMaxDuration") or "3600s")
+        return min(base * factor ** (attempt - 1), cap)
+
+    @staticmethod
+    def _fingerprint(node: Node, params: dict, arts: dict) -> str:
+        body = json.dumps({"component": node.component, "parameters": params,
+                           "artifacts": {k: [a.get("uri") for a in v] for k, v in arts.items()}}, sort_keys=True, default=str)
+        return hashlib.sha256(body.encode()).hexdigest()
+
+    def _executor_input(self, ex: Execution, node: Node, params: dict, arts: dict, task_root: str) -> dict:
+        from google.protobuf import json_format
+        from kfp.local import executor_input_utils
+        from kfp.pipeline_spec import pipeline_spec_pb2
+
+        component = json_format.ParseDict({k: v for k, v in node.component.items() if k != "dag"},
+                                          pipeline_spec_pb2.ComponentSpec())
+        message = executor_input_utils.construct_executor_input(component, params, task_root, block_input_artifact=False)
+        executor_input = executor_input_utils.executor_input_to_dict(message, component)
+        outputs = executor_input.setdefault("outputs", {})
+        for name, p in (outputs.get("parameters") or {}).items():
+            p["outputFile"] = f"{OUTPUT_PARAMETER_DIR}/{name}"
+        outputs["outputFile"] = OUTPUT_METADATA
+        if arts:
+            executor_input.setdefault("inputs", {})["artifacts"] = {k: {"artifacts": v} for k, v in arts.items()}
+        return executor_input
+
+    def _attempt(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, params: dict,
+                 arts: dict) -> str:
+        from kfp.local import placeholder_utils
+
+        task_uuid = str(uuid.uuid4())
+        pipeline_name = ex.pipeline_spec["pipelineInfo"]["name"]
+        task_root = f"{ex.root}/{pipeline_name}/{ex.run['run_id']}/{task_name}/{task_uuid}"
+        executor_input = self._executor_input(ex, node, params, arts, task_root)
+        command = placeholder_utils.replace_placeholders(
+            list(container.get("command") or []) + list(container.get("args") or []), executor_input,
+            pipeline_resource_name=ex.workflow, task_resource_name=task_name, pipeline_root=ex.root,
+            unique_pipeline_id=ex.run["run_id"])
+        types = {k: v.get("parameterType", "STRING") for k, v in
+                 ((node.component.get("outputDefinitions") or {}).get("parameters") or {}).items()}
+        launch = {"executor_input": executor_input, "command": command, "task_root": task_root,
+                  "output_parameter_types": types, "image": self.image}
+        pod = self._pod(ex, node, task_name, container, config, params, launch)
+        name = pod["metadata"]["name"]
+        with self.lock:
+            ex.pods.add(name)
+        if ex.halted(node):  # terminated while the pod was being made
+            self.pods.delete(name)
+        self._task_pod(ex, node.path, name)
+        phase = self._wait_pod(ex, name)
+        if phase == "Succeeded":
+            result = self._read_output(task_root)
+            node.outputs = dict(result.get("parameterValues") or {})
+            declared = (node.component.get("outputDefinitions") or {}).get("artifacts") or {}
+            node.artifacts = {k: [{**a, "type": declared.get(k, {}).get("artifactType", {})} for a in v.get("artifacts") or []]
+                              for k, v in (result.get("artifacts") or {}).items()}
+            return SUCCEEDED
+        if ex.halted(node):
+            self._task_error(ex, node.path, "the task's pod was stopped: the run was terminated")
+            return CANCELED
+        self._task_error(ex, node.path, f"task {task_name} failed: {self._pod_failure(name)}")
+        return FAILED
+
+    def _pod(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, params: dict,
+             launch: dict) -> dict:
+        env = [{"name": e["name"], "value": e.get("value", "")} for e in container.get("env") or []]
+        env += dag.secret_env(config, params)
+        env += [{"name": "KFP_LAUNCHER_SPEC", "value": json.dumps(launch)},
+                {"name": "KFP_LAUNCHER_S3_ENDPOINT", "value": self.s3_endpoint},
+                {"name": "KFP_LAUNCHER_S3_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": STORAGE_SECRET, "key": "accesskey"}}},
+                {"name": "KFP_LAUNCHER_S3_SECRET_KEY", "valueFrom": {"secretKeyRef": {"name": STORAGE_SECRET, "key": "secretkey"}}}]
+        meta = config.get("podMetadata") or {}
+        labels = {**(meta.get("labels") or {}), "pipeline/runid": ex.run["run_id"],
+                  "workflows.argoproj.io/workflow": ex.workflow, "pipelines.kubeflow.org/v2_component": "true"}
+        annotations = {**(meta.get("annotations") or {}), "pipelines.kubeflow.org/task_name": task_name}
+        spec = {"serviceAccountName": ex.run.get("service_account") or RUNNER_ACCOUNT, "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": DEFAULT_GRACE_S,
+                "containers": [{"name": "main", "image": container.get("image", ""),
+                                "command": [sys.executable, "-I", str(LAUNCHER)], "env": env}]}
+        if config.get("tolerations"):
+            spec["tolerations"] = [{k: v for k, v in t.items() if k in ("key", "operator", "value", "effect", "tolerationSeconds")}
+                                   for t in config["tolerations"]]
+        if (config.get("nodeSelector") or {}).get("labels"):
+            spec["nodeSelector"] = dict(config["nodeSelector"]["labels"])
+        name = f"{ex.workflow}-system-container-impl-{secrets.randbelow(10**10)}"[:63].rstrip("-")
+        return self.pods.create({"apiVersion": "v1", "kind": "Pod", "spec": spec,
+                                 "metadata": {"name": name, "namespace": self.namespace, "labels": labels,
+                                              "annotations": annotations}})
+
+    def _wait_pod(self, ex: Execution, name: str) -> str:
+        """Wait for the pod to end (polls back off to 1 s); its phase, or "" if it is gone."""
+        deadline = time.monotonic() + POD_TIMEOUT_S
+        wait = 0.05
+        while time.monotonic() < deadline:
+            pod = self.pods.get(name)
+            phase = ((pod or {}).get("status") or {}).get("phase", "")
+            if pod is None or phase in ("Succeeded", "Failed"):
+                return phase
+            time.sleep(wait)
+            wait = min(wait * 1.5, 1.0)
+        self.pods.delete(name)
+        return "Failed"
+
+    def _pod_failure(self, name: str) -> str:
+        pod = self.pods.get(name) or {}
+        for c in (pod.get("status") or {}).get("containerStatuses") or []:
+            t = (c.get("state") or {}).get("terminated") or {}
+            if t:
+                return f"pod {name}: container {c['name']} exited with code {t.get('exitCode')} ({t.get('reason', '')})"
+        return f"pod {name} failed"
+
+    def _read_output(self, task_root: str) -> dict:
+        bucket, _, key = task_root.split("://", 1)[1].partition("/")
+        body = self.s3.get_object(Bucket=bucket, Key=f"{key}/executor_output.json")["Body"].read()
+        return json.loads(body)
+
+    def _stop_pods(self, ex: Execution, forget: bool = False) -> None:
+        with self.lock:
+            names = list(ex.pods)
+        for name in names:
+            try:
+                self.pods.delete(name)
+            except Exception:  # noqa: BLE001 - gone already
+                pass
+
+    # --- what the API shows --------------------------------------------------------------
+    def _set_state(self, ex: Execution, state: str) -> None:
+        with self.store.lock:
+            if ex.run["state"] == state:
+                return
+            ex.run["state"] = state
+            ex.run["state_history"] = [*(ex.run.get("state_history") or []), {"update_time": now(), "state": state}]
+
+    def _detail(self, ex: Execution, path: str, display: str, parent_id: str | None) -> str:
+        with self.store.lock:
+            if path in ex.details:
+                return ex.details[path]["task_id"]
+            created = now()
+            d = {"run_id": ex.run["run_id"], "task_id": str(uuid.uuid4()), "display_name": display,
+                 "create_time": created, "state": PENDING, "state_history": [{"update_time": created, "state": PENDING}]}
+            if parent_id:
+                d["parent_task_id"] = parent_id
+            ex.details[path] = d
+            ex.run["run_details"] = {"task_details": list(ex.details.values())}
+            return d["task_id"]
+
+    def _task_state(self, ex: Execution, path: str, state: str, create=None) -> None:
+        if create is not None:
+            node, parent_id = create
+            self._detail(ex, path, node.spec.get("taskInfo", {}).get("name", path), parent_id)
+        with self.store.lock:
+            d = ex.details.get(path)
+            if d is None or d["state"] == state:
+                return
+            d["state"] = state
+            d["state_history"].append({"update_time": now(), "state": state})
+            if state == RUNNING:
+                d["start_time"] = now()
+            elif state in dag.DONE:
+                d["end_time"] = now()
+
+    def _task_pod(self, ex: Execution, path: str, pod: str) -> None:
+        with self.store.lock:
+            d = ex.details[path]
+            d["pod_name"] = pod
+            d.setdefault("child_tasks", []).append({"pod_name": pod})
+            d["executor_detail"] = {"main_job": pod}
+
+    def _task_error(self, ex: Execution, path: str, message: str) -> None:
+        with self.store.lock:
+            if path in ex.details:
+                ex.details[path]["error"] = {"code": 2, "message": message, "details": []}
+
+    def _first_error(self, ex: Execution) -> str | None:
+        with self.store.lock:
+            for d in ex.details.values():
+                if d.get("error"):
+                    return d["error"]["message"]
+        return None
