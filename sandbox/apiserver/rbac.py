@@ -70,6 +70,9 @@ class Authenticator:
         return next((i.token for i in self.by_token.values() if i.user == user), None)
 
     def identify(self, authorization: str | None) -> Identity | None:
-        if not authorization or not authorization.startswith("Bearer "):
+        # the scheme is case-insensitive, as the apiserver's bearertoken authenticator reads it
+        # (the kubernetes client's in-cluster config sends "bearer <token>")
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
             return None
-        return self.by_token.get(authorization[len("Bearer "):].strip())
+        return self.by_token.get(token.strip())

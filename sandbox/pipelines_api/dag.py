@@ -35,6 +35,7 @@ class Node:
     state: str = PENDING
     outputs: dict = field(default_factory=dict)  # parameter name -> value
     artifacts: dict = field(default_factory=dict)  # artifact name -> [runtime artifact dicts]
+    parent_inputs: dict = field(default_factory=dict)  # its DAG's input parameters (kfp-kubernetes settings name them)
 
 
 def is_exit_task(task: dict) -> bool:
@@ -101,7 +102,9 @@ def resolve_artifacts(task: dict, parent_artifacts: dict, siblings: dict[str, No
 
 
 def secret_env(executor_config: dict, parameters: dict) -> list[dict]:
-    """kfp-kubernetes secretAsEnv as the pod's env entries (secretKeyRef, optional kept)."""
+    """kfp-kubernetes secretAsEnv as the pod's env entries (secretKeyRef, optional kept).
+    `parameters`: the input parameters of the task's DAG, which secretNameParameter's
+    componentInputParameter names (the driver resolves it in the parent's scope)."""
     env = []
     for item in executor_config.get("secretAsEnv") or []:
         name = item.get("secretName") or ""

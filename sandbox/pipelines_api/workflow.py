@@ -228,6 +228,7 @@ class Engine:
         try:
             task_id = self._detail(ex, node.path, node.spec.get("taskInfo", {}).get("name", node.path), parent_id)
             params = dag.resolve_parameters(node.spec, inputs, siblings)
+            node.parent_inputs = inputs
             for key, src in ((node.spec.get("inputs") or {}).get("parameters") or {}).items():
                 if "taskFinalStatus" in src:
                     params[key] = self._final_status(ex, src["taskFinalStatus"]["producerTask"], siblings)
@@ -364,7 +365,7 @@ class Engine:
     def _pod(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, params: dict,
              launch: dict) -> dict:
         env = [{"name": e["name"], "value": e.get("value", "")} for e in container.get("env") or []]
-        env += dag.secret_env(config, params)
+        env += dag.secret_env(config, node.parent_inputs)
         env += [{"name": "KFP_LAUNCHER_SPEC", "value": json.dumps(launch)},
                 {"name": "KFP_LAUNCHER_S3_ENDPOINT", "value": self.s3_endpoint},
                 {"name": "KFP_LAUNCHER_S3_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": STORAGE_SECRET, "key": "accesskey"}}},
