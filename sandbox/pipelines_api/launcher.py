@@ -8,8 +8,8 @@ placeholders; this process, inside the pod, then:
    the command's `pip install` lands in this pod alone, as in a container's own filesystem;
 2. downloads the input artifacts from the pipeline root to /s3/<bucket>/<key> (KFP's local
    path for s3:// URIs);
-3. runs the command, passing SIGTERM on (a terminated or deleted run), with its stdout and
-   stderr as the pod's log;
+3. runs the command, passing SIGTERM on to its process group (a terminated or deleted run),
+   with its stdout and stderr as the pod's log;
 4. on success, uploads the output artifacts and the executor output (the output parameter
    files of /tmp/kfp/outputs merged into /tmp/kfp_outputs/output_metadata.json, as the real
    launcher collects them) to the pipeline root: executor_output.json there stands in for
@@ -146,8 +146,10 @@ def main() -> int:
     download_inputs(s3, executor_input)
     prepare_outputs(executor_input)
     sys.stdout.flush()
-    child = subprocess.Popen(spec["command"], env=env)
-    signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
+    # its own process group, and SIGTERM to all of it, as Argo's emissary (the real pod's first
+    # process) forwards signals: the command's `sh -c` would not pass it on to the executor
+    child = subprocess.Popen(spec["command"], env=env, process_group=0)
+    signal.signal(signal.SIGTERM, lambda *_: os.killpg(child.pid, signal.SIGTERM))
     code = child.wait()
     if code != 0:
         return code

@@ -271,7 +271,7 @@ class Engine:
         attempts = 1 + int(policy.get("maxRetryCount") or 0)
         fingerprint = None
         if (node.spec.get("cachingOptions") or {}).get("enableCache"):
-            fingerprint = self._fingerprint(node, params, arts)
+            fingerprint = self._fingerprint(ex, node, task_name, params, arts)
             hit = self.cache.get(fingerprint)
             if hit is not None:
                 node.outputs, node.artifacts = dict(hit["outputs"]), dict(hit["artifacts"])
@@ -302,9 +302,19 @@ class Engine:
         cap = seconds(policy.get("backoffMaxDuration") or "3600s")
         return min(base * factor ** (attempt - 1), cap)
 
-    @staticmethod
-    def _fingerprint(node: Node, params: dict, arts: dict) -> str:
-        body = json.dumps({"component": node.component, "parameters": params,
+    def _fingerprint(self, ex: Execution, node: Node, task_name: str, params: dict, arts: dict) -> str:
+        """KFP's cache key: the component and its resolved inputs (a {{$.pipeline_job_uuid}}
+        input differs per run, so such a task is never reused across runs)."""
+        from kfp.local import placeholder_utils
+
+        inputs = self._executor_input(ex, node, params, arts, "s3://cache-key")
+        inputs = placeholder_utils.resolve_self_references_in_executor_input(
+            inputs, pipeline_resource_name=ex.workflow, task_resource_name=task_name, pipeline_root=ex.root,
+            pipeline_job_id=ex.run["run_id"], pipeline_task_id="")["inputs"]
+        values = inputs.get("parameterValues") or {}
+        body = json.dumps({"component": {k: v for k, v in node.component.items() if k != "dag"},
+                           "executor": ex.pipeline_spec["deploymentSpec"]["executors"].get(node.component.get("executorLabel")),
+                           "parameters": values,
                            "artifacts": {k: [a.get("uri") for a in v] for k, v in arts.items()}}, sort_keys=True, default=str)
         return hashlib.sha256(body.encode()).hexdigest()
 

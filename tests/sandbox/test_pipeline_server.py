@@ -1,0 +1,195 @@
+"""Runs through the sandbox's Data Science Pipelines server with the real kfp.Client: each task
+a pod of the sandbox (its launcher, its service account, its kfp-kubernetes secrets), outputs
+and artifacts under the pipeline root in S3, the exit handler, and terminate and delete
+mid-job with the RayCluster released and the quota back to 0."""
+
+# no `from __future__ import annotations`: kfp reads the components' annotations as types
+
+import json
+import time
+
+import pytest
+from kubernetes import client as k8s
+
+from kfp_ray_sandbox.client import SandboxClient
+from kfp_ray_sandbox.quantity import parse as quantity
+
+from ..helpers import eventually
+
+NS = "sandbox"
+DONE = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")
+SLEEP_JOB = "python -c \"import time; print('job started', flush=True); time.sleep(600)\""
+
+
+def small_pipeline():
+    """Three tasks and an exit task: a parameter and a Dataset passed on, the data connection
+    as kfp-kubernetes secret env, and a task that fails when asked."""
+    from kfp import dsl, kubernetes
+
+    @dsl.component(base_image="registry.access.redhat.com/ubi9/python-311")
+    def make(n: int, out: dsl.Output[dsl.Dataset]) -> str:
+        import os
+
+        with open(out.path, "w") as f:
+            f.write("x" * n)
+        out.metadata["rows"] = n
+        print("bucket from the data connection:", os.environ["AWS_S3_BUCKET"])
+        return "word"
+
+    @dsl.component(base_image="registry.access.redhat.com/ubi9/python-311")
+    def use(data: dsl.Input[dsl.Dataset], word: str, fail: bool) -> int:
+        text = open(data.path).read()
+        print("read", len(text), word, data.metadata.get("rows"))
+        if fail:
+            raise SystemExit("failing as asked")
+        return len(text)
+
+    @dsl.component(base_image="registry.access.redhat.com/ubi9/python-311")
+    def cleanup(run: str):
+        print("exit handler for", run)
+
+    @dsl.pipeline(name="small")
+    def small(n: int = 3, fail: bool = False):
+        c = cleanup(run=dsl.PIPELINE_JOB_ID_PLACEHOLDER)
+        with dsl.ExitHandler(c):
+            m = make(n=n)
+            kubernetes.use_secret_as_env(m, secret_name="aws-connection-minio",
+                                         secret_key_to_env={"AWS_S3_BUCKET": "AWS_S3_BUCKET"})
+            use(data=m.outputs["out"], word=m.outputs["Output"], fail=fail)
+
+    return small
+
+
+@pytest.fixture(scope="module")
+def kfp_client(box):
+    import kfp
+
+    token = SandboxClient(box.info)._token(box.info["kubeconfig"])
+    return kfp.Client(host=box.info["pipelines_api"], existing_token=token, ssl_ca_cert=box.info["ca_file"])
+
+
+@pytest.fixture(scope="module")
+def small_package(tmp_path_factory):
+    from kfp import compiler
+
+    path = tmp_path_factory.mktemp("small") / "small.yaml"
+    compiler.Compiler().compile(small_pipeline(), str(path))
+    return str(path)
+
+
+def wait_run(kfp_client, run_id, until=DONE, timeout=300):
+    deadline, run = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        run = kfp_client.get_run(run_id)
+        if run.state in until:
+            return run
+        time.sleep(0.5)
+    raise AssertionError(f"run {run_id} never reached {until}: {run.state if run else None}")
+
+
+def tasks(run) -> dict:
+    return {d.display_name: d for d in (run.run_details.task_details if run.run_details else [])}
+
+
+def pod_log(box, name) -> str:
+    return k8s.CoreV1Api(SandboxClient(box.info).api_client()).read_namespaced_pod_log(name, NS)
+
+
+def test_a_run_passes_parameters_and_artifacts_between_task_pods(box, kfp_client, small_package):
+    run = kfp_client.create_run_from_pipeline_package(small_package, arguments={"n": 5}, run_name="small-ok")
+    done = wait_run(kfp_client, run.run_id)
+    t = tasks(done)
+    assert done.state == "SUCCEEDED", done.error
+    assert {k: v.state for k, v in t.items()} == {"small": "SUCCEEDED", "exit-handler-1": "SUCCEEDED", "make": "SUCCEEDED",
+                                                  "use": "SUCCEEDED", "cleanup": "SUCCEEDED"}
+    assert "read 5 word 5" in pod_log(box, t["use"].pod_name)  # the parameter, the artifact and its metadata
+    assert "bucket from the data connection: kfp-ray" in pod_log(box, t["make"].pod_name)
+    assert f"exit handler for {run.run_id}" in pod_log(box, t["cleanup"].pod_name)  # {{$.pipeline_job_uuid}}
+    pod = k8s.CoreV1Api(SandboxClient(box.info).api_client()).read_namespaced_pod(t["make"].pod_name, NS)
+    assert pod.spec.service_account_name == "pipeline-runner-dspa" and pod.metadata.labels["pipeline/runid"] == run.run_id
+    secret = SandboxClient(box.info).data_connection()["AWS_SECRET_ACCESS_KEY"]
+    assert secret not in json.dumps(pod.to_dict(), default=str)  # S3 keys by secretKeyRef only, never in the spec
+    keys = [o["Key"] for o in SandboxClient(box.info).s3().list_objects_v2(Bucket="kfp-ray", Prefix=f"small/{run.run_id}/make/")["Contents"]]
+    assert any(k.endswith("/out") for k in keys), keys  # the Dataset, under the pipeline root
+
+
+def test_a_failed_task_fails_the_run_skips_nothing_after_it_and_still_runs_the_exit_handler(box, kfp_client, small_package):
+    run = kfp_client.create_run_from_pipeline_package(small_package, arguments={"fail": True}, run_name="small-fail")
+    done = wait_run(kfp_client, run.run_id)
+    t = tasks(done)
+    assert done.state == "FAILED"
+    assert t["use"].state == "FAILED" and "exited with code 1" in t["use"].error.message
+    assert "task use failed" in done.error.message
+    assert t["cleanup"].state == "SUCCEEDED"
+    assert "failing as asked" in pod_log(box, t["use"].pod_name)
+
+
+def test_a_missing_required_parameter_fails_the_run_before_any_pod(box, kfp_client):
+    from kfp_ray.pipelines import registry
+
+    run = kfp_client.create_run_from_pipeline_package(str(registry.compiled_path("ray_training")), arguments={},
+                                                      run_name="no-entrypoint")
+    done = wait_run(kfp_client, run.run_id, timeout=30)
+    assert done.state == "FAILED" and "'entrypoint' is required" in done.error.message
+    assert not tasks(done).get("provision-ray-cluster")
+
+
+def cpu_in_use(box) -> float:
+    co = k8s.CustomObjectsApi(SandboxClient(box.info).api_client())
+    cq = co.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", "cluster-queue")
+    return sum(float(quantity(r["total"])) for f in (cq.get("status") or {}).get("flavorsUsage") or []
+               for r in f["resources"] if r["name"] == "cpu")
+
+
+def clusters_of(box, run_id) -> list[str]:
+    co = k8s.CustomObjectsApi(SandboxClient(box.info).api_client())
+    items = co.list_namespaced_custom_object("ray.io", "v1", NS, "rayclusters",
+                                             label_selector=f"kfp-ray.io/run-id={run_id}")["items"]
+    return [c["metadata"]["name"] for c in items]
+
+
+def start_long_job(box, kfp_client, name):
+    from kfp_ray.pipelines import registry
+
+    run = kfp_client.create_run_from_pipeline_package(
+        str(registry.compiled_path("ray_training")), run_name=name,
+        arguments={"entrypoint": SLEEP_JOB, "local_queue": box.info["local_queue"], "head_memory": "2Gi",
+                   "worker_memory": "2Gi"})
+    eventually(lambda: (tasks(kfp_client.get_run(run.run_id)).get("follow-ray-job") or None)
+               and tasks(kfp_client.get_run(run.run_id))["follow-ray-job"].state == "RUNNING",
+               timeout=240, interval=0.5, what="the job to be followed")
+    # the follow task is past its start (pip, imports) and holds its SIGTERM handler: it says
+    # the job is RUNNING; a signal before that point leaves the cluster to the lease sweeper
+    pod = tasks(kfp_client.get_run(run.run_id))["follow-ray-job"].pod_name
+    eventually(lambda: ": RUNNING" in pod_log(box, pod), timeout=120, interval=0.5, what="the follow task to see the job run")
+    assert clusters_of(box, run.run_id) and cpu_in_use(box) > 0
+    return run
+
+
+def test_terminate_mid_job_runs_the_exit_handler_releases_the_cluster_and_ends_failed(box, sbx, kfp_client):
+    run = start_long_job(box, kfp_client, "terminate-me")
+    kfp_client.terminate_run(run.run_id)
+    assert kfp_client.get_run(run.run_id).state in ("CANCELING", "FAILED")
+    done = wait_run(kfp_client, run.run_id, timeout=180)
+    t = tasks(done)
+    assert done.state == "FAILED"  # KFP 2.17 on Argo: the terminated workflow fails (README)
+    assert t["follow-ray-job"].state == "CANCELED"
+    assert t["teardown-ray-cluster"].state == "SUCCEEDED"  # the exit handler still ran
+    eventually(lambda: not clusters_of(box, run.run_id) and cpu_in_use(box) == 0, timeout=60,
+               what="the RayCluster gone and the quota back to 0")
+
+
+def test_delete_mid_job_removes_its_pods_and_the_task_sigterm_path_releases_the_cluster(box, sbx, kfp_client):
+    run = start_long_job(box, kfp_client, "delete-me")
+    follow_pod = tasks(kfp_client.get_run(run.run_id))["follow-ray-job"].pod_name
+    kfp_client.delete_run(run.run_id)
+    with pytest.raises(Exception) as exc:
+        kfp_client.get_run(run.run_id)
+    assert exc.value.status == 404
+    v1 = k8s.CoreV1Api(SandboxClient(box.info).api_client())
+    eventually(lambda: not v1.list_namespaced_pod(NS, label_selector=f"pipeline/runid={run.run_id}").items,
+               timeout=90, what="the run's pods gone")
+    assert follow_pod
+    # no exit handler runs after a delete: the follow task's SIGTERM path deletes the cluster
+    eventually(lambda: not clusters_of(box, run.run_id) and cpu_in_use(box) == 0, timeout=90,
+               what="the RayCluster gone and the quota back to 0")
