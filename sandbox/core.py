@@ -179,6 +179,7 @@ class Sandbox:
         self.engine = Engine(self.pipelines_api.store, _Pods(self), self.s3.client(), bucket=BUCKET,
                              namespace=NAMESPACE, s3_endpoint=self.s3.endpoint)
         self.pipelines_api.engine = self.engine
+        self.pipelines_api.start_scheduler()
         self.pipelines_http = HttpServer(OAuthProxy(self.pipelines_api, self.auth, NAMESPACE), port=free_port(),
                                          tls=self.ca.server_context())
         self.pipelines_http.start()
@@ -208,6 +209,8 @@ class Sandbox:
         killer = threading.Timer(SHUTDOWN_GRACE, reap, kwargs={"record_dirs": [self.state_dir / "pods"], "settle": False})
         killer.daemon = True
         killer.start()
+        if self.pipelines_api is not None and self.pipelines_api.scheduler is not None:
+            self.pipelines_api.scheduler.stop()
         if self.pipelines_api is not None and self.pipelines_api.engine is not None:
             self.pipelines_api.engine.shutdown()  # runs end with their pods, as the kubelet stops
         stoppers = [threading.Thread(target=c.shutdown if c is self.kubelet else c.stop, name=f"stop-{c.name}")

@@ -69,6 +69,12 @@ def _rules() -> Map:
         ("/runs/<run_id>", "DELETE", "delete_run"),
         ("/runs/<run_id>:archive", "POST", "archive_run"),
         ("/runs/<run_id>:terminate", "POST", "terminate_run"),
+        ("/recurringruns", "POST", "create_recurring_run"),
+        ("/recurringruns", "GET", "list_recurring_runs"),
+        ("/recurringruns/<recurring_run_id>", "GET", "get_recurring_run"),
+        ("/recurringruns/<recurring_run_id>", "DELETE", "delete_recurring_run"),
+        ("/recurringruns/<recurring_run_id>:enable", "POST", "enable_recurring_run"),
+        ("/recurringruns/<recurring_run_id>:disable", "POST", "disable_recurring_run"),
         ("/runs/<run_id>:unarchive", "POST", "unarchive_run"),
     ]
     return Map([Rule(API + path, methods=[method], endpoint=name) for path, method, name in r])
@@ -83,6 +89,13 @@ class PipelinesApi:
         self.store = PipelineStore(namespace)
         self.map = _rules()
         self.engine = engine
+        self.scheduler = None  # schedule.Scheduler, started with the sandbox (start_scheduler)
+
+    def start_scheduler(self):
+        from .schedule import Scheduler
+
+        self.scheduler = Scheduler(self.store, self.fire).start()
+        return self.scheduler
 
     def __call__(self, environ, start_response):
         request = Request(environ)
@@ -237,12 +250,69 @@ class PipelinesApi:
         self.store.run(run_id)["storage_state"] = "AVAILABLE"
         return 200, {}
 
+    # --- recurring runs (fired by schedule.Scheduler) --------------------------------------
+    def create_recurring_run(self, request):
+        rr = self.store.create_recurring_run(read("V2beta1RecurringRun", request.get_data()))
+        if self.scheduler is not None:
+            self.scheduler.wake.set()
+        return 200, _recurring(rr)
+
+    def list_recurring_runs(self, request):
+        items = list(self.store.recurring_runs.values())
+        if request.args.get("experiment_id"):
+            items = [r for r in items if r["experiment_id"] == request.args["experiment_id"]]
+        page, total, token = self._page(request, items, ("created_at", "display_name", "recurring_run_id"))
+        return 200, to_json("V2beta1ListRecurringRunsResponse", {
+            "recurring_runs": [_recurring(r) for r in page], "total_size": total, "next_page_token": token})
+
+    def get_recurring_run(self, request, recurring_run_id):
+        return 200, _recurring(self.store.recurring_run(recurring_run_id))
+
+    def delete_recurring_run(self, request, recurring_run_id):
+        """The ScheduledWorkflow goes; the runs it made stay, as in KFP."""
+        with self.store.lock:
+            self.store.recurring_run(recurring_run_id)
+            del self.store.recurring_runs[recurring_run_id]
+        return 200, {}
+
+    def enable_recurring_run(self, request, recurring_run_id):
+        self.store.set_recurring_run_enabled(recurring_run_id, True)
+        if self.scheduler is not None:
+            self.scheduler.wake.set()
+        return 200, {}
+
+    def disable_recurring_run(self, request, recurring_run_id):
+        self.store.set_recurring_run_enabled(recurring_run_id, False)
+        return 200, {}
+
+    def fire(self, recurring_run: dict, scheduled_at) -> None:
+        """A recurring run's scheduled time: a run, as the ScheduledWorkflow makes a Workflow."""
+        rr = recurring_run
+        body = {"display_name": f"{rr['display_name']}-{scheduled_at.strftime('%Y%m%d%H%M%S')}",
+                "experiment_id": rr["experiment_id"], "runtime_config": rr["runtime_config"],
+                "service_account": rr["service_account"], "pipeline_spec": rr.get("pipeline_spec"),
+                "pipeline_version_reference": rr.get("pipeline_version_reference")}
+        try:
+            run = self.store.create_run({k: v for k, v in body.items() if v})
+        except ApiError as exc:  # its version deleted: the controller records the failure and goes on
+            log.warning("recurring run %s could not start a run: %s", rr["recurring_run_id"], exc.message)
+            return
+        with self.store.lock:
+            run["recurring_run_id"] = rr["recurring_run_id"]
+            run["scheduled_at"] = scheduled_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        if self.engine is not None:
+            self.engine.start(run)
+
     # --- helpers --------------------------------------------------------------------
     def _page(self, request, items, sortable):
         q = request.args
         with self.store.lock:
             return listing.page(items, filter_text=q.get("filter", ""), sort_by=q.get("sort_by", ""),
                                 page_size=q.get("page_size", "0"), page_token=q.get("page_token", ""), sortable=sortable)
+
+
+def _recurring(rr: dict) -> dict:
+    return to_json("V2beta1RecurringRun", {k: v for k, v in rr.items() if not k.startswith("_")})
 
 
 class OAuthProxy:

@@ -193,3 +193,31 @@ def test_delete_mid_job_removes_its_pods_and_the_task_sigterm_path_releases_the_
     # no exit handler runs after a delete: the follow task's SIGTERM path deletes the cluster
     eventually(lambda: not clusters_of(box, run.run_id) and cpu_in_use(box) == 0, timeout=90,
                what="the RayCluster gone and the quota back to 0")
+
+
+def test_a_recurring_run_fires_on_its_period_one_run_at_a_time(box, kfp_client, small_package):
+    experiment = kfp_client.create_experiment("recurring")
+    rr = kfp_client.create_recurring_run(experiment.experiment_id, "every-second", pipeline_package_path=small_package,
+                                         interval_second=1, max_concurrency=1, no_catchup=True, params={"n": 2})
+    try:
+        assert kfp_client.get_recurring_run(rr.recurring_run_id).status == "ENABLED"
+
+        def finished_runs():
+            runs = kfp_client.list_runs(experiment_id=experiment.experiment_id, page_size=50).runs or []
+            done = [r for r in runs if r.recurring_run_id == rr.recurring_run_id and r.state in DONE]
+            return done if len(done) >= 2 else None
+
+        runs = sorted(eventually(finished_runs, timeout=120, interval=0.5, what="two runs of the recurring run"),
+                      key=lambda r: r.created_at)
+        assert all(r.state == "SUCCEEDED" for r in runs)
+        for earlier, later in zip(runs, runs[1:]):  # max_concurrency 1: a run starts after the one before ended
+            assert later.created_at >= earlier.finished_at
+        listed = kfp_client.list_recurring_runs(experiment_id=experiment.experiment_id).recurring_runs
+        assert [r.recurring_run_id for r in listed] == [rr.recurring_run_id]
+        kfp_client.disable_recurring_run(rr.recurring_run_id)
+        assert kfp_client.get_recurring_run(rr.recurring_run_id).status == "DISABLED"
+    finally:
+        kfp_client.delete_recurring_run(rr.recurring_run_id)
+    with pytest.raises(Exception) as exc:
+        kfp_client.get_recurring_run(rr.recurring_run_id)
+    assert exc.value.status == 404
