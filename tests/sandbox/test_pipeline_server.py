@@ -221,3 +221,31 @@ def test_a_recurring_run_fires_on_its_period_one_run_at_a_time(box, kfp_client, 
     with pytest.raises(Exception) as exc:
         kfp_client.get_recurring_run(rr.recurring_run_id)
     assert exc.value.status == 404
+
+
+@pytest.mark.parametrize("name, arguments, outputs", [
+    ("xgboost_tune", {}, ("publish-training-results", "model")),
+    ("kfp_ray_gc", {}, None),
+])
+def test_a_compiled_pipeline_runs_green_through_the_server(box, sbx, kfp_client, name, arguments, outputs):
+    """As uploaded from compiled/: the data connection reaches its tasks only through the
+    YAML's kfp-kubernetes settings, the queue is the namespace's, the identity the runner's."""
+    from kfp_ray.pipelines import registry
+
+    path = str(registry.compiled_path(name))
+    if "local_queue" in open(path).read():
+        arguments = {"local_queue": box.info["local_queue"], **arguments}
+    pipeline = kfp_client.upload_pipeline(path, pipeline_name=f"green-{name}")
+    version = kfp_client.list_pipeline_versions(pipeline.pipeline_id).pipeline_versions[0]
+    experiment = kfp_client.create_experiment(f"green-{name}")
+    run = kfp_client.run_pipeline(experiment.experiment_id, f"green-{name}", pipeline_id=pipeline.pipeline_id,
+                                  version_id=version.pipeline_version_id, params=arguments)
+    done = wait_run(kfp_client, run.run_id, timeout=400)
+    assert done.state == "SUCCEEDED", (done.error, {k: (v.state, v.error) for k, v in tasks(done).items()})
+    assert all(t.state == "SUCCEEDED" for t in tasks(done).values())
+    if outputs:
+        task, artifact = outputs
+        keys = [o["Key"] for o in SandboxClient(box.info).s3().list_objects_v2(Bucket="kfp-ray").get("Contents", [])
+                if f"/{run.run_id}/{task}/" in o["Key"]]
+        assert any(k.endswith(f"/{artifact}") for k in keys), keys  # under the pipeline root
+    assert not clusters_of(box, run.run_id) and cpu_in_use(box) == 0
