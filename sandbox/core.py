@@ -299,7 +299,7 @@ class _Pods:
     """The run engine's pods (pipelines_api/workflow.py), in the sandbox's store as Argo's
     controller makes them: defaulted and validated like any created pod, run by the kubelet."""
 
-    def __init__(self, box: "Sandbox"):
+    def __init__(self, box: Sandbox):
         self.box = box
         self.rt = box.registry.by_kind("", "Pod")
 

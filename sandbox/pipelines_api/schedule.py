@@ -69,7 +69,7 @@ class Cron:
         if len(parts) != 6:
             raise CronError(f"cron {expression!r} has {len(parts)} fields; KFP takes 6: "
                             "second minute hour day-of-month month day-of-week")
-        self.sets = [_field(p, *f) for p, f in zip(parts, FIELDS)]
+        self.sets = [_field(p, *f) for p, f in zip(parts, FIELDS, strict=True)]
         self.dom_any, self.dow_any = parts[3] in ("*", "?"), parts[5] in ("*", "?")
 
     def _day_ok(self, t: datetime) -> bool:
@@ -171,7 +171,7 @@ class Scheduler:
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True, name="scheduled-workflows")
 
-    def start(self) -> "Scheduler":
+    def start(self) -> Scheduler:
         self.thread.start()
         return self
 

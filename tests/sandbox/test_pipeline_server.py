@@ -210,7 +210,7 @@ def test_a_recurring_run_fires_on_its_period_one_run_at_a_time(box, kfp_client, 
         runs = sorted(eventually(finished_runs, timeout=120, interval=0.5, what="two runs of the recurring run"),
                       key=lambda r: r.created_at)
         assert all(r.state == "SUCCEEDED" for r in runs)
-        for earlier, later in zip(runs, runs[1:]):  # max_concurrency 1: a run starts after the one before ended
+        for earlier, later in zip(runs, runs[1:], strict=False):  # max_concurrency 1: a run starts after the one before ended
             assert later.created_at >= earlier.finished_at
         listed = kfp_client.list_recurring_runs(experiment_id=experiment.experiment_id).recurring_runs
         assert [r.recurring_run_id for r in listed] == [rr.recurring_run_id]
