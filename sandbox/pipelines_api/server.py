@@ -206,7 +206,7 @@ class PipelinesApi:
         self.store.experiment(experiment_id)["storage_state"] = "AVAILABLE"
         return 200, {}
 
-    # --- runs (executed by `self.executor`, when there is one) -------------------------
+    # --- runs (executed by `self.engine`, workflow.Engine, when there is one) ---------
     def create_run(self, request):
         run = self.store.create_run(read("V2beta1Run", request.get_data()))
         if self.engine is not None:
