@@ -73,8 +73,7 @@ def python() -> str:
     py = root / "bin" / "python"
     if py.exists():
         return str(py)
-    tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")  # built aside, renamed into place: xdist workers race
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = _aside(root)
     subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(tmp)], check=True, capture_output=True)
     (tmp / "packages").mkdir()
     for name in entries:
@@ -93,11 +92,22 @@ def python() -> str:
                 f.write_text(f.read_text().replace(str(tmp), str(root)))
             except UnicodeDecodeError:
                 continue
+    _into_place(tmp, root)
+    return str(py)
+
+
+def _aside(root: Path) -> Path:
+    """Where to build `root`: beside it, then renamed into place (xdist workers race to build)."""
+    tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return tmp
+
+
+def _into_place(tmp: Path, root: Path) -> None:
     try:
         os.rename(tmp, root)
     except OSError:  # another process built it first
         shutil.rmtree(tmp, ignore_errors=True)
-    return str(py)
 
 
 @functools.cache
@@ -112,15 +122,11 @@ def task_image() -> dict:
     entries = sorted(e.name for e in site.iterdir() if not e.name.endswith(".pth") and e.name != "__pycache__")
     root = Path(sys.prefix) / ".kfp-ray-sandbox-image" / f"task-{_key(site, entries)}"
     if not root.exists():
-        tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp = _aside(root)
         tmp.mkdir(parents=True)
         for name in entries:
             (tmp / name).symlink_to(site / name)
-        try:
-            os.rename(tmp, root)
-        except OSError:  # another process built it first
-            shutil.rmtree(tmp, ignore_errors=True)
+        _into_place(tmp, root)
     return {"python": sys._base_executable, "packages": str(root)}
 
 

@@ -61,3 +61,13 @@ def kube_identity(kubeconfig: str):
         else:
             os.environ["KUBECONFIG"] = saved
         kube.api_client.cache_clear()
+
+
+def cpu_in_use(custom_objects) -> float:
+    """CPUs the sandbox's ClusterQueue `cluster-queue` has admitted (its flavorsUsage), through
+    a kubernetes CustomObjectsApi."""
+    from kfp_ray.validate import quantity
+
+    cq = custom_objects.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", "cluster-queue")
+    return sum(float(quantity(r["total"])) for f in (cq.get("status") or {}).get("flavorsUsage") or []
+               for r in f["resources"] if r["name"] == "cpu")

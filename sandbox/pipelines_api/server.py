@@ -22,6 +22,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from . import listing
+from .dag import DONE
 from .store import PipelineStore, parse_package
 from .wire import ApiError, invalid, read, to_json
 
@@ -228,7 +229,7 @@ class PipelinesApi:
     def terminate_run(self, request, run_id):
         """KFP 2.17 TerminateRun: the run is CANCELING; the engine stops it (workflow.py)."""
         run = self.store.run(run_id)
-        if run["state"] in ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED"):
+        if run["state"] in DONE:
             raise ApiError("FAILED_PRECONDITION", f"Failed to terminate run {run_id}: the run has already finished")
         if self.engine is not None:
             self.engine.terminate(run_id)

@@ -127,15 +127,7 @@ class PipelineStore:
         if not name:
             raise invalid("Invalid input error: The run name is empty. Please specify a valid name")
         with self.lock:
-            ref = body.get("pipeline_version_reference") or {}
-            if ref.get("pipeline_version_id"):
-                spec = self.version(ref.get("pipeline_id", ""), ref["pipeline_version_id"])["pipeline_spec"]
-            elif body.get("pipeline_spec"):
-                spec = body["pipeline_spec"]
-            else:
-                raise invalid("Invalid input error: Failed to create a run due to empty pipeline spec manifest. "
-                              "Either pipeline_version_reference or pipeline_spec must be set")
-            experiment = self.experiment(body["experiment_id"]) if body.get("experiment_id") else self.default_experiment()
+            ref, spec, experiment = self._source(body, "Failed to create a run due to empty pipeline spec manifest")
             created = now()
             run = {"run_id": str(uuid.uuid4()), "experiment_id": experiment["experiment_id"], "display_name": name,
                    "description": body.get("description") or "", "storage_state": "AVAILABLE",
@@ -147,6 +139,20 @@ class PipelineStore:
                    "state_history": [{"update_time": created, "state": "PENDING"}]}
             self.runs[run["run_id"]] = run
             return run
+
+    def _source(self, body: dict, failure: str) -> tuple[dict, dict, dict]:
+        """What a run or recurring run executes and where it is filed, as CreateRun and
+        CreateRecurringRun read them: (version reference, spec, experiment). The spec comes from
+        the referenced version if there is one, else inline; the experiment defaults to Default."""
+        ref = body.get("pipeline_version_reference") or {}
+        if ref.get("pipeline_version_id"):
+            spec = self.version(ref.get("pipeline_id", ""), ref["pipeline_version_id"])["pipeline_spec"]
+        elif body.get("pipeline_spec"):
+            spec = body["pipeline_spec"]
+        else:
+            raise invalid(f"Invalid input error: {failure}. Either pipeline_version_reference or pipeline_spec must be set")
+        experiment = self.experiment(body["experiment_id"]) if body.get("experiment_id") else self.default_experiment()
+        return ref, spec, experiment
 
     def run(self, run_id: str) -> dict:
         return self._get(self.runs, "Run", run_id)
@@ -169,13 +175,7 @@ class PipelineStore:
         except ValueError as exc:
             raise invalid(str(exc)) from None
         with self.lock:
-            ref = body.get("pipeline_version_reference") or {}
-            if ref.get("pipeline_version_id"):
-                self.version(ref.get("pipeline_id", ""), ref["pipeline_version_id"])
-            elif not body.get("pipeline_spec"):
-                raise invalid("Invalid input error: Failed to create a recurring run: either pipeline_version_reference "
-                              "or pipeline_spec must be set")
-            experiment = self.experiment(body["experiment_id"]) if body.get("experiment_id") else self.default_experiment()
+            ref, _, experiment = self._source(body, "Failed to create a recurring run")
             created = now()
             enabled = (body.get("mode") or "ENABLE") == "ENABLE"
             rr = {"recurring_run_id": str(uuid.uuid4()), "display_name": body["display_name"],

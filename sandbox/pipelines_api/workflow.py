@@ -18,6 +18,8 @@ KFP 2.17 on RHOAI's Data Science Pipelines.
 - cachingOptions.enableCache: a task whose fingerprint (component, inputs) matches a task that
   succeeded before on this server reuses its outputs and runs no pod (state SKIPPED, as the
   v2beta1 API reports a cached execution); the compiled kfp-ray pipelines disable caching.
+- Not built: a sub-DAG's own outputs (a dsl.Condition's or ParallelFor's outputs consumed
+  after it); the compiled kfp-ray pipelines' only sub-DAGs are exit handlers, which have none.
 - Terminate (KFP 2.17 TerminateRun on Argo: activeDeadlineSeconds=0 on the Workflow): the run
   is CANCELING, nothing new starts except the exit handler, running pods are deleted (SIGTERM,
   their grace period, SIGKILL, as the kubelet does), the exit handler runs, and the run ends
@@ -54,12 +56,18 @@ DEFAULT_GRACE_S = 30  # a pod's terminationGracePeriodSeconds when the spec sets
 POD_TIMEOUT_S = 6 * 3600  # no single task pod runs longer in the sandbox
 
 
+def _display(node: Node) -> str:
+    """The task's name as KFP shows it (taskInfo.name), which names its pod and its artifacts' path."""
+    return node.spec.get("taskInfo", {}).get("name", node.path.rsplit("/", 1)[-1])
+
+
 class PodApi:
     """What the engine asks of the sandbox's Kubernetes (core.py gives the real one)."""
 
     def create(self, pod: dict) -> dict: ...
     def get(self, name: str) -> dict | None: ...
-    def delete(self, name: str) -> None: ...
+    def delete(self, name: str) -> None:
+        """Delete gracefully; a pod that is already gone is not an error."""
 
 
 @dataclass
@@ -74,7 +82,6 @@ class Execution:
     deleted: threading.Event = field(default_factory=threading.Event)
     pods: set = field(default_factory=set)
     details: dict = field(default_factory=dict)  # task path -> V2beta1PipelineTaskDetail fields
-    thread: threading.Thread | None = None
 
     def halted(self, node: Node) -> bool:
         """Whether `node` may no longer run: the run was deleted, or terminated and the node is
@@ -120,8 +127,7 @@ class Engine:
                        workflow=f"{name[:50]}-{secrets.token_hex(3)[:5]}", root=root)
         with self.lock:
             self.executions[run["run_id"]] = ex
-        ex.thread = threading.Thread(target=self._main, args=(ex,), daemon=True, name=f"run-{run['run_id'][:8]}")
-        ex.thread.start()
+        threading.Thread(target=self._main, args=(ex,), daemon=True, name=f"run-{run['run_id'][:8]}").start()
 
     def terminate(self, run_id: str) -> None:
         ex = self.executions.get(run_id)
@@ -138,7 +144,7 @@ class Engine:
         if ex is None:
             return
         ex.deleted.set()
-        self._stop_pods(ex, forget=True)
+        self._stop_pods(ex)
 
     def shutdown(self) -> None:
         for run_id in list(self.executions):
@@ -149,9 +155,9 @@ class Engine:
         self._set_state(ex, RUNNING)
         try:
             params = self._root_parameters(ex)
-            root = {"path": "", "id": self._detail(ex, "", ex.pipeline_spec["pipelineInfo"]["name"], None)}
+            root_id = self._detail(ex, "", ex.pipeline_spec["pipelineInfo"]["name"], None)
             self._task_state(ex, "", RUNNING)
-            state = self._dag(ex, "", ex.pipeline_spec["root"]["dag"], params, {}, root["id"])
+            state = self._dag(ex, "", ex.pipeline_spec["root"]["dag"], params, {}, root_id)
             self._task_state(ex, "", state)
             error = None if state == SUCCEEDED else self._first_error(ex)
         except Exception as exc:  # noqa: BLE001 - a run the driver cannot start fails with the reason
@@ -204,7 +210,8 @@ class Engine:
                 start = exits
             for n in skip:
                 nodes[n].state = SKIPPED
-                self._task_state(ex, nodes[n].path, SKIPPED, create=(nodes[n], parent_id))
+                self._detail(ex, nodes[n].path, _display(nodes[n]), parent_id)
+                self._task_state(ex, nodes[n].path, SKIPPED)
             for n in start:
                 nodes[n].state = RUNNING
                 threading.Thread(target=self._run_task, args=(ex, nodes[n], inputs, artifacts, nodes, parent_id, done),
@@ -225,7 +232,7 @@ class Engine:
 
     def _run_task(self, ex, node: Node, inputs, artifacts, siblings, parent_id, done: queue.Queue) -> None:
         try:
-            task_id = self._detail(ex, node.path, node.spec.get("taskInfo", {}).get("name", node.path), parent_id)
+            task_id = self._detail(ex, node.path, _display(node), parent_id)
             params = dag.resolve_parameters(node.spec, inputs, siblings)
             node.parent_inputs = inputs
             for key, src in ((node.spec.get("inputs") or {}).get("parameters") or {}).items():
@@ -235,7 +242,6 @@ class Engine:
             self._task_state(ex, node.path, RUNNING)
             if "dag" in node.component:
                 state = self._dag(ex, node.path, node.component["dag"], params, arts, task_id)
-                self._dag_outputs(node, siblings)
             else:
                 state = self._container(ex, node, params, arts)
             node.state = state
@@ -246,11 +252,6 @@ class Engine:
         finally:
             self._task_state(ex, node.path, node.state)
             done.put(node.path)
-
-    def _dag_outputs(self, node: Node, siblings) -> None:
-        """A sub-DAG's output parameters, from its producer subtasks (dsl outputs of a DAG)."""
-        # the compiled kfp-ray pipelines' sub-DAGs (exit handlers) have none; kept minimal on purpose
-        node.outputs = {}
 
     def _final_status(self, ex: Execution, producer: str, siblings) -> dict:
         node = siblings.get(producer)
@@ -265,7 +266,7 @@ class Engine:
         label = node.component["executorLabel"]
         container = ex.pipeline_spec["deploymentSpec"]["executors"][label]["container"]
         config = ex.executors.get(label) or {}
-        task_name = node.spec.get("taskInfo", {}).get("name", node.path.rsplit("/", 1)[-1])
+        task_name = _display(node)
         policy = node.spec.get("retryPolicy") or {}
         attempts = 1 + int(policy.get("maxRetryCount") or 0)
         fingerprint = None
@@ -424,14 +425,11 @@ class Engine:
         body = self.s3.get_object(Bucket=bucket, Key=f"{key}/executor_output.json")["Body"].read()
         return json.loads(body)
 
-    def _stop_pods(self, ex: Execution, forget: bool = False) -> None:
+    def _stop_pods(self, ex: Execution) -> None:
         with self.lock:
             names = list(ex.pods)
         for name in names:
-            try:
-                self.pods.delete(name)
-            except Exception:  # noqa: BLE001 - gone already
-                pass
+            self.pods.delete(name)  # a pod already gone is not an error (PodApi.delete)
 
     # --- what the API shows --------------------------------------------------------------
     def _set_state(self, ex: Execution, state: str) -> None:
@@ -454,10 +452,7 @@ class Engine:
             ex.run["run_details"] = {"task_details": list(ex.details.values())}
             return d["task_id"]
 
-    def _task_state(self, ex: Execution, path: str, state: str, create=None) -> None:
-        if create is not None:
-            node, parent_id = create
-            self._detail(ex, path, node.spec.get("taskInfo", {}).get("name", path), parent_id)
+    def _task_state(self, ex: Execution, path: str, state: str) -> None:
         with self.store.lock:
             d = ex.details.get(path)
             if d is None or d["state"] == state:

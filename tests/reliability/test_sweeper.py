@@ -22,8 +22,7 @@ import pytest
 from kubernetes import client as k8s
 
 from kfp_ray import jobs, lease, tasks
-from kfp_ray.validate import quantity
-from tests.helpers import eventually
+from tests.helpers import cpu_in_use, eventually
 
 pytestmark = pytest.mark.ray
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,12 +64,6 @@ def start_follow(box, tmp_path: Path, name: str, url: str, job_id: str) -> tuple
     return start_task(box, tmp_path, "follow", name, dashboard_url=url, job_id=job_id,
                       log_path=str(tmp_path / f"{name}.job.log"), cluster_name=name, namespace=NS, timeout=600,
                       max_poll_seconds=1.0, lease_seconds=LEASE_S, renew_every_seconds=RENEW_S)
-
-
-def cpu_in_use(co) -> float:
-    cq = co.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", "cluster-queue")
-    return sum(float(quantity(r["total"])) for f in (cq.get("status") or {}).get("flavorsUsage") or []
-               for r in f["resources"] if r["name"] == "cpu")
 
 
 def test_a_killed_follow_with_no_exit_handler_is_swept_and_a_live_run_is_not(box, sbx, as_pipeline_runner, tmp_path, capsys):

@@ -12,8 +12,8 @@ import pytest
 from kubernetes import client as k8s
 
 from kfp_ray_sandbox.client import SandboxClient
-from kfp_ray_sandbox.quantity import parse as quantity
 
+from .. import helpers
 from ..helpers import eventually
 
 NS = "sandbox"
@@ -135,10 +135,7 @@ def test_a_missing_required_parameter_fails_the_run_before_any_pod(box, kfp_clie
 
 
 def cpu_in_use(box) -> float:
-    co = k8s.CustomObjectsApi(SandboxClient(box.info).api_client())
-    cq = co.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", "cluster-queue")
-    return sum(float(quantity(r["total"])) for f in (cq.get("status") or {}).get("flavorsUsage") or []
-               for r in f["resources"] if r["name"] == "cpu")
+    return helpers.cpu_in_use(k8s.CustomObjectsApi(SandboxClient(box.info).api_client()))
 
 
 def clusters_of(box, run_id) -> list[str]:
@@ -181,7 +178,6 @@ def test_terminate_mid_job_runs_the_exit_handler_releases_the_cluster_and_ends_f
 
 def test_delete_mid_job_removes_its_pods_and_the_task_sigterm_path_releases_the_cluster(box, sbx, kfp_client):
     run = start_long_job(box, kfp_client, "delete-me")
-    follow_pod = tasks(kfp_client.get_run(run.run_id))["follow-ray-job"].pod_name
     kfp_client.delete_run(run.run_id)
     with pytest.raises(Exception) as exc:
         kfp_client.get_run(run.run_id)
@@ -189,7 +185,6 @@ def test_delete_mid_job_removes_its_pods_and_the_task_sigterm_path_releases_the_
     v1 = k8s.CoreV1Api(SandboxClient(box.info).api_client())
     eventually(lambda: not v1.list_namespaced_pod(NS, label_selector=f"pipeline/runid={run.run_id}").items,
                timeout=90, what="the run's pods gone")
-    assert follow_pod
     # no exit handler runs after a delete: the follow task's SIGTERM path deletes the cluster
     eventually(lambda: not clusters_of(box, run.run_id) and cpu_in_use(box) == 0, timeout=90,
                what="the RayCluster gone and the quota back to 0")
