@@ -462,14 +462,28 @@ class JobWatch:
         self.monitor, self.cluster, self.interval = monitor, cluster, interval
         self.seen: dict[str, float] = {}  # status -> first seen
         self.job: dict | None = None
+        self.last = "not polled yet"  # what the last poll got, for a timeout's message
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"jobs-{cluster}", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
+        import requests
+
         while not self._stop.is_set():
             url = self.monitor.dashboard_url(self.cluster)
-            jobs = ray_jobs(url) if url else []
+            jobs = []
+            if not url:
+                self.last = "no head Service yet"
+            else:
+                # a dashboard on a loaded 2-core machine can take seconds to list jobs: a short
+                # timeout here saw nothing for minutes while the run's own follow saw RUNNING
+                try:
+                    r = requests.get(f"{url}/api/jobs/", timeout=15)
+                    jobs = r.json() if r.status_code == 200 else []
+                    self.last = f"HTTP {r.status_code}, {len(jobs)} job(s)"
+                except (requests.RequestException, ValueError) as e:
+                    self.last = f"{type(e).__name__}: {e}"
             if jobs:
                 job = max(jobs, key=lambda j: j.get("start_time") or 0)
                 self.job = job
@@ -483,7 +497,8 @@ class JobWatch:
         deadline = time.monotonic() + timeout
         while status not in self.seen:
             if time.monotonic() > deadline:
-                raise AssertionError(f"the job of {self.cluster} was not {status} within {timeout:.0f}s (seen: {self.seen})")
+                raise AssertionError(f"the job of {self.cluster} was not {status} within {timeout:.0f}s "
+                                     f"(seen: {self.seen}; last poll: {self.last})")
             time.sleep(0.1)
         return self.seen[status]
 
