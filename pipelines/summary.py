@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 
 LIFETIME = re.compile(r"deleted RayCluster (\S+) \(lived (\d+)s\)")
-TASK_STATUS = re.compile(r"Task .*?'([\w-]+)'.*? finished with status .*?(SUCCESS|FAILURE)")
-# kfp.local's executor boilerplate (the executor_input JSON and its own log lines).
-NOISE = re.compile(r'^\s*(\[KFP Executor|[{}\[\]],?$|"[^"]*":|\]|\},?$)')
+# a task's boilerplate (its lines come `task | ` prefixed): the KFP executor's own lines and
+# the executor input it prints as JSON, and pip's notices
+NOISE = re.compile(r'^[\w-]+ \| (\s*\[KFP Executor|\s*[{}\[\]],?$|\s*"[^"]*":|\s*\},?$|\s*$|\[notice\]|'
+                   r'WARNING: Running pip as)')
 
 
 class LiveView:
@@ -42,15 +43,33 @@ class LiveView:
         return "\n".join(self._lines + [self._partial])
 
 
-def build(result: dict, log: str, client) -> dict:
-    tasks = result.get("tasks", {})
+def task_outputs(s3, bucket: str, prefix: str) -> dict[str, dict]:
+    """Each task's executor output (parameters, artifacts and their metadata) by task name,
+    from the run's folder under the pipeline root: `<prefix><task>/<uuid>/executor_output.json`.
+    The sandbox's launcher writes them there in place of KFP's ML Metadata."""
+    import json
+
+    out = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", []):
+            rest = o["Key"][len(prefix):].split("/")
+            if len(rest) == 3 and rest[2] == "executor_output.json":
+                out[rest[0]] = json.loads(s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read())
+    return out
+
+
+def build(run, outputs: dict[str, dict], log: str, client) -> dict:
+    """The summary of a finished run: its state and error from the API, its tasks' states,
+    their outputs (`task_outputs`) and what the run left in S3."""
+    states = {d.display_name: d.state for d in (run.run_details.task_details if run.run_details else None) or []
+              if d.pod_name or d.state == "SKIPPED"}
 
     def artifact(task, name):
-        arts = ((tasks.get(task) or {}).get("artifacts") or {}).get(name, {}).get("artifacts") or [{}]
+        arts = ((outputs.get(task) or {}).get("artifacts") or {}).get(name, {}).get("artifacts") or [{}]
         return arts[0]
 
-    provision = (tasks.get("provision-ray-cluster") or {}).get("parameterValues", {})
-    stage = (tasks.get("stage-dataset") or {}).get("parameterValues", {})
+    provision = (outputs.get("provision-ray-cluster") or {}).get("parameterValues", {})
+    stage = (outputs.get("stage-dataset") or {}).get("parameterValues", {})
     metrics = artifact("publish-training-results", "metrics").get("metadata") or \
         artifact("follow-ray-job", "metrics").get("metadata") or {}
     model = artifact("publish-training-results", "model")
@@ -65,9 +84,9 @@ def build(result: dict, log: str, client) -> dict:
         except Exception:  # noqa: BLE001 - the summary is best effort
             stored = []
     return {
-        "status": result.get("status"),
-        "error": result.get("error", ""),
-        "tasks": {m.group(1): m.group(2) for m in TASK_STATUS.finditer(log)},
+        "status": run.state,
+        "error": run.error.message if run.error and run.error.message else "",
+        "tasks": states,
         "metrics": metrics,
         "model": (model.get("metadata") or {}).get("s3_uri", ""),
         "results": (model.get("metadata") or {}).get("results_uri", ""),

@@ -54,6 +54,7 @@ from .base import Controller, log, record_event
 NODE = "sandbox-node"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 READY_TIMEOUT = 180.0
+NODE_SHUTDOWN_GRACE_S = 2.0  # the sandbox going down: each pod's grace (the sandbox's SHUTDOWN_GRACE)
 MIN_GRACE = 2.0  # kuberuntime's minimumGracePeriodInSeconds
 # The head's Ray ports: `ray start` flag -> the port Ray uses when the flag is absent.
 HEAD_PORT_FLAGS = {"port": 6379, "dashboard-port": 8265, "ray-client-server-port": 10001, "metrics-export-port": 8080}
@@ -846,7 +847,6 @@ class Kubelet(Controller):
             raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
         if rt is None or rt.node is None:
             return ""
-        lines = int(params.get("tailLines") or 10000)
         marks = marks or [0]
         if previous:
             begin, end = marks[-2], marks[-1]
@@ -858,7 +858,12 @@ class Kubelet(Controller):
                 data = fh.read() if end is None else fh.read(end - begin)
         except OSError:
             return ""
-        return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
+        # as the kubelet serves it: the bytes as written (a reader following the log can tell a
+        # line still being written), the whole log unless tailLines asks for its end
+        text = data.decode(errors="replace")
+        if params.get("tailLines"):
+            text = "".join(text.splitlines(keepends=True)[-int(params["tailLines"]):])
+        return text
 
     def processes(self) -> list[dict]:
         """Ray processes of pods, running or still stopping after their pod was deleted."""
@@ -873,12 +878,15 @@ class Kubelet(Controller):
         return out
 
     def shutdown(self) -> None:
-        """Stop every pod's processes and wait for them (sandbox teardown)."""
+        """Stop every pod's processes and wait for them (sandbox teardown): the node goes down,
+        so pods already terminating (a deleted run's, with 30 s of grace) get no more time than
+        the others: their processes may have left the container's process group (a launcher
+        that signals its command's group), where only this stop reaches them."""
         self.stop()
         with self.lock:
-            runtimes = list(self.pods.values())
+            runtimes = list({id(r): r for r in [*self.pods.values(), *self.terminating.values()]}.values())
         for rt in runtimes:
-            self._terminate(rt, None, 10.0)
+            self._terminate(rt, None, NODE_SHUTDOWN_GRACE_S)
         for t in list(self.stoppers):
             t.join(timeout=30)
 

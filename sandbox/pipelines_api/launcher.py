@@ -131,6 +131,33 @@ def upload_outputs(s3, result: dict) -> None:
                     s3.upload_file(str(f), bucket, f"{key.rstrip('/')}/{f.relative_to(src).as_posix()}")
 
 
+def _adopt_orphans() -> None:
+    """Be the command's subreaper: a process whose parent exits (the executor, once `sh -c`
+    is gone) is re-parented here rather than to init, so it stays the container's process,
+    which the kubelet's SIGKILL at the end of the grace period reaches."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _wait_orphans() -> None:
+    """A container ends when all its processes have: wait for the adopted ones."""
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def _signal_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+
+
 def main() -> int:
     spec = json.loads(os.environ.pop("KFP_LAUNCHER_SPEC"))
     creds = {k: os.environ.pop(k, "") for k in S3_KEYS}
@@ -148,9 +175,11 @@ def main() -> int:
     sys.stdout.flush()
     # its own process group, and SIGTERM to all of it, as Argo's emissary (the real pod's first
     # process) forwards signals: the command's `sh -c` would not pass it on to the executor
+    _adopt_orphans()
     child = subprocess.Popen(spec["command"], env=env, process_group=0)
-    signal.signal(signal.SIGTERM, lambda *_: os.killpg(child.pid, signal.SIGTERM))
+    signal.signal(signal.SIGTERM, lambda *_: _signal_group(child.pid))
     code = child.wait()
+    _wait_orphans()
     if code != 0:
         return code
     result = collect_outputs(executor_input, spec.get("output_parameter_types") or {})

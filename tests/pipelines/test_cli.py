@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kfp_ray.pipelines.__main__ import UsageError, cron_fields, parse_params
+from kfp_ray.pipelines.cli_args import UsageError, cron_fields, parse_params
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,7 @@ def test_a_job_without_its_requirements_fails_with_the_import_error_in_the_task_
     assert run.returncode != 0
     out = run.stdout + run.stderr
     assert re.search(r"ModuleNotFoundError: No module named '(xgboost|boto3)'", out), out[-4000:]
-    assert "xgboost_tune: FAILURE" in out
+    assert "xgboost_tune: FAILED" in out
 
 
 def test_a_job_that_writes_no_results_json_still_succeeds_and_reports_what_it_printed(tmp_path):
@@ -27,8 +27,8 @@ def test_a_job_that_writes_no_results_json_still_succeeds_and_reports_what_it_pr
     run = run_cli("ray_training", f'entrypoint=python -c "{script}"', "num_workers=0", "head_memory=2Gi",
                   keep=tmp_path / "out")
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "ray_training: SUCCESS" in run.stdout
+    assert "ray_training: SUCCEEDED" in run.stdout
     assert summary_metrics(run.stdout)["loss"] == 0.125
-    report = next((tmp_path / "out").glob("**/publish-training-results/report")).read_text()
+    report = next((tmp_path / "out").glob("**/publish-training-results/*/report")).read_text()
     assert "wrote no `results.json`" in report and "| loss | 0.125 |" in report
     assert "epoch 1 done" in report and re.search(r"output location: `s3://kfp-ray/runs/\S+/`", report)

@@ -19,7 +19,7 @@ def test_xgboost_tune_through_the_cli(tmp_path):
     run = run_cli("xgboost_tune", "samples=4", "concurrent_trials=2", keep=tmp_path / "out")
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     out = run.stdout
-    assert "xgboost_tune: SUCCESS" in out
+    assert "xgboost_tune: SUCCEEDED" in out
     # local_queue left empty: the sandbox (seed layout) has no `default` LocalQueue, so the CLI names its default one
     assert "==> local_queue=local-queue-test (the sandbox's default LocalQueue" in out
     assert "queued: waiting" in out or "admitted by Kueue" in out  # live progress: queue, start, job logs
@@ -44,8 +44,8 @@ def test_generic_ray_training_through_the_cli(tmp_path):
     assert re.search(r"model: s3://kfp-ray/runs/\S+/model/model.json", out)
     assert re.search(r"results: s3://kfp-ray/runs/\S+/results.json", out)
     outputs = tmp_path / "out"
-    cm = json.loads(next(outputs.glob("**/publish-training-results/executor_output.json")).read_text())
+    cm = json.loads(next(outputs.glob("**/publish-training-results/*/executor_output.json")).read_text())
     matrix = cm["artifacts"]["confusion_matrix"]["artifacts"][0]["metadata"]["confusionMatrix"]
     assert [a["displayName"] for a in matrix["annotationSpecs"]] == ["malignant", "benign"]
-    model = next(outputs.glob("**/publish-training-results/model"))
+    model = next(outputs.glob("**/publish-training-results/*/model"))
     assert json.loads(model.read_text())  # the model itself, copied into the artifact

@@ -1,0 +1,78 @@
+"""What every command checks of its arguments before it sends anything: the pipeline's name,
+its --param values against the compiled pipeline's inputs, a recurring run's cron."""
+
+from __future__ import annotations
+
+import json
+
+from . import registry
+
+
+class UsageError(Exception):
+    """Bad arguments: said in one line (exit code 2) before anything is sent."""
+
+
+def pipeline_inputs(name: str) -> dict[str, dict]:
+    """The pipeline's parameters: name -> {type, default?}, from its compiled spec."""
+    pipeline = registry.load(name)
+    spec = pipeline.pipeline_spec.root.input_definitions.parameters
+    out = {}
+    for key, p in spec.items():
+        entry = {"type": p.parameter_type}
+        if p.HasField("default_value"):
+            from google.protobuf import json_format
+
+            entry["default"] = json_format.MessageToDict(p.default_value)
+        out[key] = entry
+    return out
+
+
+_TYPES = {1: "float", 2: "int", 3: "str", 4: "bool", 5: "list", 6: "dict"}  # pipeline_spec ParameterType
+
+
+def parse_params(name: str, pairs: list[str]) -> dict:
+    inputs = pipeline_inputs(name)
+    out = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise UsageError(f"--param {pair!r}: write it as key=value")
+        key, value = pair.split("=", 1)
+        if key not in inputs:
+            raise UsageError(f"--param {key}: {name} has no such parameter; it has: {', '.join(sorted(inputs))}")
+        kind = _TYPES.get(inputs[key]["type"], "str")
+        try:
+            if kind == "int":
+                out[key] = int(value)
+            elif kind == "float":
+                out[key] = float(value)
+            elif kind == "bool":
+                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(value)
+                out[key] = value.lower() in ("true", "1", "yes")
+            elif kind in ("list", "dict"):
+                out[key] = json.loads(value)
+                if not isinstance(out[key], list if kind == "list" else dict):
+                    raise ValueError(value)
+            else:
+                out[key] = value
+        except ValueError:
+            raise UsageError(f"--param {key}={value!r}: expected {kind}"
+                             + (" as JSON" if kind in ("list", "dict") else "")) from None
+    missing = [k for k, v in inputs.items() if "default" not in v and k not in out]
+    if missing:
+        raise UsageError(f"{name} needs --param for: {', '.join(missing)}")
+    return out
+
+
+def need_pipeline(name: str) -> None:
+    if name not in registry.PIPELINES:
+        raise UsageError(f"unknown pipeline {name!r}; known: {', '.join(registry.PIPELINES)}")
+
+
+def cron_fields(cron: str) -> str:
+    """KFP recurring runs take 6 cron fields (seconds first); a 5-field cron is misread."""
+    fields = cron.split()
+    if len(fields) != 6:
+        raise UsageError(f"--cron {cron!r} has {len(fields)} fields; KFP needs 6, seconds first "
+                         f"(e.g. '0 {' '.join(fields)}' for the 5-field '{cron}')")
+    return cron

@@ -1,0 +1,150 @@
+"""`kfp-ray run NAME --local`: the compiled pipeline run on this machine the way a user runs it
+on OpenShift AI. The sandbox starts (Kubernetes API, Kueue, KubeRay, S3 and a Data Science
+Pipelines server), the compiled YAML is uploaded and run with kfp.Client, each task in its
+own pod as pipeline-runner with the YAML's kfp-kubernetes settings; the run is followed live
+(task states, queue, cluster start, job logs) and summed up from the API and S3; then the
+sandbox goes, and everything the run made with it."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import connection, registry
+from .cli_args import UsageError, need_pipeline, parse_params, pipeline_inputs
+from .connection import Connection
+
+EXPERIMENT = "kfp-ray"
+TIMEOUT_S = 1800.0  # the whole run
+CANCEL_WAIT_S = 120.0  # past --timeout: how long the terminated run gets for its exit handler
+
+
+def add_parser(sub) -> None:
+    r = sub.add_parser("run", help="run a pipeline on this machine (--local)",
+                       description="\n".join(__doc__.splitlines()[:6]), formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("name", help=f"the pipeline: {', '.join(registry.PIPELINES)}")
+    r.add_argument("--local", action="store_true", help="in the sandbox on this machine (use `submit` for a cluster)")
+    r.add_argument("--param", action="append", metavar="KEY=VALUE", help="a pipeline parameter (repeatable)")
+    r.add_argument("--verbose", action="store_true", help="show the tasks' whole logs, pip and executor lines too")
+    r.add_argument("--keep-outputs", metavar="DIR",
+                   help="copy the run's folder under the pipeline root (artifacts, executor outputs) to DIR")
+    r.add_argument("--timeout", type=float, default=TIMEOUT_S, help=f"seconds the run may take (default {TIMEOUT_S:.0f})")
+    r.set_defaults(fn=cmd_run)
+
+
+def cmd_run(args) -> int:
+    need_pipeline(args.name)
+    if not args.local:
+        raise UsageError("only --local runs are supported by `run`; use `submit` for a cluster")
+    params = parse_params(args.name, args.param or [])
+    compiled = registry.compiled_path(args.name)
+    if not compiled.exists():
+        raise UsageError(f"{compiled} is missing: run `kfp-ray compile` first")
+    from kfp_ray_sandbox import Sandbox
+    from kfp_ray_sandbox.reaper import owned_tempdir, sigterm_as_interrupt
+
+    started = time.monotonic()
+    print("==> starting the sandbox (OpenShift AI: Kubernetes API, Kueue, KubeRay, S3, Data Science Pipelines)", flush=True)
+    # SIGTERM unwinds like Ctrl-C; the sandbox's watchdog stops its pods (the tasks, the Ray
+    # nodes) and removes its temp dirs if this process dies however it dies
+    with sigterm_as_interrupt(), Sandbox() as box, owned_tempdir(box.watchdog):
+        return _run(args, box, compiled, params, started)
+
+
+def _run(args, box, compiled: Path, params: dict, started: float) -> int:
+    from kubernetes import client as k8s
+
+    from kfp_ray_sandbox.client import SandboxClient
+
+    from . import summary
+    from .follow import Follower
+
+    sbx = SandboxClient(box.info)
+    params = with_sandbox_queue(args.name, params, sbx)
+    conn = Connection(box.info["pipelines_api"], sbx._token(box.info["kubeconfig"]), box.info["ca_file"], "the sandbox")
+    connection.check(conn)
+    client = conn.client()
+    print(f"==> uploading {compiled.relative_to(registry.ROOT)} to the Data Science Pipelines server", flush=True)
+    # kfp prints links to a dashboard the sandbox does not have: not shown
+    with contextlib.redirect_stdout(io.StringIO()):
+        pipeline = client.upload_pipeline(str(compiled), pipeline_name=args.name)
+        version = client.list_pipeline_versions(pipeline.pipeline_id).pipeline_versions[0]
+        experiment = client.create_experiment(EXPERIMENT)  # reused when it exists
+        run = client.run_pipeline(experiment.experiment_id, f"{args.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                                  pipeline_id=pipeline.pipeline_id, version_id=version.pipeline_version_id,
+                                  params=params)
+    print(f"==> run {run.run_id}: each task a pod as pipeline-runner, its settings from the YAML", flush=True)
+    core = k8s.CoreV1Api(sbx.api_client())
+    view = summary.LiveView(sys.stdout, verbose=args.verbose, secrets=list(sbx.data_connection().values()))
+    follower = Follower(client.get_run, view, read_log=lambda pod: _pod_log(core, box.info["namespace"], pod))
+    try:
+        done = follower.follow(run.run_id, args.timeout)
+    except KeyboardInterrupt:
+        # the sandbox goes now and the run with it (pods, Ray nodes, quota): nothing to wait for
+        print("==> interrupted: stopping the sandbox and the run in it", flush=True)
+        raise
+    except TimeoutError as exc:
+        done = _terminate(client, follower, run.run_id, str(exc))
+    s3, bucket = sbx.s3(), box.info["s3_bucket"]
+    name = registry.load(args.name).pipeline_spec.pipeline_info.name
+    prefix = f"{name}/{run.run_id}/"
+    report = summary.build(done, summary.task_outputs(s3, bucket, prefix), view.text(), sbx)
+    root = f"s3://{bucket}/{prefix}"
+    for key in ("report", "job_log"):  # the pipeline root goes with the sandbox unless kept
+        local = os.path.join(os.path.abspath(args.keep_outputs), report[key][len(root):]) if args.keep_outputs else ""
+        report[key] = local if report[key].startswith(root) else ""
+    if args.keep_outputs:
+        download(s3, bucket, prefix, Path(args.keep_outputs))
+    print(summary.render(args.name, report, time.monotonic() - started), flush=True)
+    return 0 if done.state == "SUCCEEDED" else 1
+
+
+def _terminate(client, follower, run_id: str, why: str):
+    """Terminate the run as the dashboard's Stop does, and follow it while its exit handler runs."""
+    print(f"==> {why}: terminating the run (its exit handler tears the cluster down)", flush=True)
+    client.terminate_run(run_id)
+    return follower.follow(run_id, CANCEL_WAIT_S)
+
+
+def _pod_log(core, namespace: str, pod: str) -> str | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return core.read_namespaced_pod_log(pod, namespace, _request_timeout=30)
+    except ApiException:  # gone (deleted with its run) or not yet started
+        return None
+
+
+def download(s3, bucket: str, prefix: str, into: Path) -> None:
+    """Everything under s3://bucket/prefix, into `into` (same relative paths)."""
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", []):
+            target = into / o["Key"][len(prefix):]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, o["Key"], str(target))
+
+
+def with_sandbox_queue(name: str, params: dict, client) -> dict:
+    """Without local_queue the provision task uses the namespace's default LocalQueue, and
+    as pipeline-runner (no Kueue access) the one named `default`. Where the sandbox has no
+    `default`, give its default-queue LocalQueue explicitly, as a user would on a cluster."""
+    if params.get("local_queue") or "local_queue" not in pipeline_inputs(name):
+        return params
+    from kubernetes import client as k8s
+
+    queues = k8s.CustomObjectsApi(client.api_client()).list_namespaced_custom_object(
+        "kueue.x-k8s.io", "v1beta1", client.namespace, "localqueues")["items"]
+    if any(q["metadata"]["name"] == "default" for q in queues):
+        return params
+    annotated = [q["metadata"]["name"] for q in queues
+                 if (q["metadata"].get("annotations") or {}).get("kueue.x-k8s.io/default-queue") == "true"]
+    if not annotated:
+        return params
+    print(f"==> local_queue={annotated[0]} (the sandbox's default LocalQueue: pipeline-runner may not list "
+          "LocalQueues, and there is none named `default`)", flush=True)
+    return {**params, "local_queue": annotated[0]}

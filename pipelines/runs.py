@@ -1,0 +1,69 @@
+"""`kfp-ray runs list|get|cancel`: the runs on a Data Science Pipelines server.
+
+  runs list [--experiment E] [--limit N]   newest first: id, state, created, name
+  runs get RUN_ID                          the run's state, error and tasks
+  runs cancel RUN_ID [--wait]              terminate it, as the dashboard's Stop does (its exit
+                                           handler still runs; KFP on Argo ends it FAILED)"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import connection
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("runs", help="list, inspect and cancel runs on a Data Science Pipelines server",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbs = p.add_subparsers(dest="verb", required=True)
+    ls = verbs.add_parser("list", help="the newest runs")
+    ls.add_argument("--experiment", help="only this experiment's runs (by name)")
+    ls.add_argument("--limit", type=int, default=20, help="how many (default 20, at most 200)")
+    get = verbs.add_parser("get", help="one run: state, error, tasks")
+    get.add_argument("run_id")
+    cancel = verbs.add_parser("cancel", help="terminate a run")
+    cancel.add_argument("run_id")
+    cancel.add_argument("--wait", action="store_true", help="wait until it has ended (its exit handler included)")
+    for v in (ls, get, cancel):
+        connection.add_arguments(v)
+    ls.set_defaults(fn=cmd_list)
+    get.set_defaults(fn=cmd_get)
+    cancel.set_defaults(fn=cmd_cancel)
+
+
+def cmd_list(args) -> int:
+    client = connection.connect(args)
+    experiment_id = client.get_experiment(experiment_name=args.experiment).experiment_id if args.experiment else None
+    runs = client.list_runs(experiment_id=experiment_id, page_size=max(1, min(args.limit, 200)),
+                            sort_by="created_at desc").runs or []
+    for r in runs:
+        print(f"{r.run_id}  {r.state or '':10} {r.created_at:%Y-%m-%d %H:%M:%S}  {r.display_name}")
+    if not runs:
+        print("no runs")
+    return 0
+
+
+def cmd_get(args) -> int:
+    run = connection.connect(args).get_run(args.run_id)
+    print(f"run {run.run_id} ({run.display_name}): {run.state}")
+    if run.error and run.error.message:
+        print(f"error: {run.error.message}")
+    for t in (run.run_details.task_details if run.run_details else None) or []:
+        if t.pod_name or t.state == "SKIPPED":
+            error = f"  {t.error.message}" if t.error and t.error.message else ""
+            print(f"  {t.display_name:28} {t.state}{error}")
+    return 0
+
+
+def cmd_cancel(args) -> int:
+    client = connection.connect(args)
+    client.terminate_run(args.run_id)
+    print(f"terminating run {args.run_id}", flush=True)
+    if not args.wait:
+        return 0
+    from .follow import Follower
+
+    run = Follower(client.get_run, sys.stdout).follow(args.run_id, 600.0)
+    print(f"run {run.run_id} {run.state}")
+    return 0
