@@ -8,6 +8,7 @@
     kfp-ray schedule NAME (--cron "0 0 2 * * *" | --every 6h) [--max-concurrency N] [--no-catchup]
     kfp-ray runs list|get|cancel
     kfp-ray gc [--namespace N | --all-namespaces] [--delete]
+    kfp-ray doctor [--namespace N]
 
 upload, submit, schedule and runs reach the Data Science Pipelines server at --host, $KFP_HOST,
 or the namespace's DSPA route, with the token in $KFP_TOKEN, a --token-file, or the kubeconfig
@@ -20,7 +21,7 @@ import argparse
 import sys
 
 from . import compile as compile_cli
-from . import gc, registry, run_local, runs, schedule, submit, upload
+from . import doctor, gc, registry, run_local, runs, schedule, submit, upload
 from .cli_args import UsageError
 from .connection import ConnectionProblem
 
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     sub.add_parser("list", help="list the pipelines").set_defaults(fn=cmd_list)
-    for module in (compile_cli, run_local, upload, submit, schedule, runs, gc):
+    for module in (compile_cli, run_local, upload, submit, schedule, runs, gc, doctor):
         module.add_parser(sub)
     return parser
 

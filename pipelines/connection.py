@@ -89,7 +89,7 @@ def _token(token_file: str | None) -> tuple[str | None, str]:
         from kubernetes import client, config
 
         cfg = client.Configuration()
-        config.load_kube_config(client_configuration=cfg)
+        config.load_kube_config(config_file=kubeconfig_path(), client_configuration=cfg)
         bearer = (cfg.api_key or {}).get("authorization", "")
         if bearer.lower().startswith("bearer "):
             return bearer.split(" ", 1)[1], "the kubeconfig's user"
@@ -103,8 +103,8 @@ def _route_host(namespace: str | None) -> str:
     try:
         from kubernetes import client, config
 
-        config.load_kube_config()
-        ns = namespace or config.list_kube_config_contexts()[1]["context"].get("namespace") or "default"
+        config.load_kube_config(config_file=kubeconfig_path())
+        ns = namespace or config.list_kube_config_contexts(config_file=kubeconfig_path())[1]["context"].get("namespace") or "default"
         co = client.CustomObjectsApi()
         dspas = [d["metadata"]["name"] for d in
                  co.list_namespaced_custom_object(*DSPA[:2], ns, DSPA[2], _request_timeout=TIMEOUT)["items"]]
@@ -177,6 +177,11 @@ def connect(args):
     conn = resolve(args)
     check(conn)
     return conn.client()
+
+
+def kubeconfig_path() -> str | None:
+    """$KUBECONFIG as it is now (the kubernetes client reads it once, at import)."""
+    return os.environ.get("KUBECONFIG") or None
 
 
 def _one_line(exc: BaseException) -> str:

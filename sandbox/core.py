@@ -41,7 +41,8 @@ from .controllers.node import NodeController
 from .controllers.serviceaccounts import ServiceAccountsController
 from .faults import Faults
 from .network import Network
-from .pipelines_api.server import OAuthProxy, PipelinesApi
+from .pipelines_api.server import DSPA, OAuthProxy, PipelinesApi
+from .pipelines_api.server import ROUTE as DSPA_ROUTE
 from .pipelines_api.workflow import STORAGE_SECRET, Engine
 from .proxy import KubeProxy
 from .raynode import free_port
@@ -183,6 +184,7 @@ class Sandbox:
         self.pipelines_http = HttpServer(OAuthProxy(self.pipelines_api, self.auth, NAMESPACE), port=free_port(),
                                          tls=self.ca.server_context())
         self.pipelines_http.start()
+        self._publish_dspa()
         admin_cfg = self.state_dir / "kubeconfig"
         runner_cfg = self.state_dir / "kubeconfig-pipeline-runner"
         ca_file = self.state_dir / "ca.crt"
@@ -267,6 +269,28 @@ class Sandbox:
                                    "annotations": {"opendatahub.io/connection-type": "s3",
                                                    "openshift.io/display-name": "minio"}},
                       "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}})
+
+    def _publish_dspa(self) -> None:
+        """The DataSciencePipelinesApplication behind the pipelines server, and its API Route as
+        DSPO makes it (config/internal/apiserver/route/route.yaml.tmpl at 5e01e73): what
+        clients find the server by. Like the sandbox's other Routes, its host carries the
+        loopback port (a real Route's host is a DNS name on port 443)."""
+        self._create({"apiVersion": "datasciencepipelinesapplications.opendatahub.io/v1",
+                      "kind": "DataSciencePipelinesApplication",
+                      "metadata": {"name": DSPA, "namespace": NAMESPACE},
+                      "spec": {"dspVersion": "v2", "objectStorage": {"externalStorage": {
+                          "bucket": BUCKET, "host": self.s3.endpoint.split("://", 1)[-1], "scheme": "http",
+                          "s3CredentialsSecret": {"secretName": STORAGE_SECRET, "accessKey": "accesskey",
+                                                  "secretKey": "secretkey"}}}}})
+        host = self.pipelines_http.url.split("://", 1)[1]
+        self._create({"apiVersion": "route.openshift.io/v1", "kind": "Route",
+                      "metadata": {"name": DSPA_ROUTE, "namespace": NAMESPACE,
+                                   "labels": {"app": DSPA_ROUTE, "component": "data-science-pipelines"}},
+                      "spec": {"host": host, "to": {"kind": "Service", "name": DSPA_ROUTE, "weight": 100},
+                               "port": {"targetPort": "oauth"}, "wildcardPolicy": "None",
+                               "tls": {"termination": "reencrypt", "insecureEdgeTerminationPolicy": "Redirect"}},
+                      "status": {"ingress": [{"host": host, "routerName": "default", "wildcardPolicy": "None",
+                                              "conditions": [{"type": "Admitted", "status": "True"}]}]}})
 
     # --- control API (admin only): /sandbox/v1/... ------------------------------
     def _control(self, method: str, path: str, req: dict, who) -> tuple[int, object]:

@@ -2,7 +2,9 @@
 
 API faults apply to every request whose path matches (errors and resets count down):
   {"api": {"errors": {"code": 503, "count": 3, "path": "rayclusters"},
-           "resets": {"count": 2, "path": "..."}, "latency_ms": 200}}
+           "resets": {"count": 2, "path": "..."}, "latency_ms": 200,
+           "missing_groups": ["ray.io"]}}
+  (missing_groups: those API groups are not served, as on a cluster without the component)
 Cluster faults apply to RayClusters whose name matches a glob ("*" for all):
   {"clusters": {"demo-*": {"never_admit": true, "image_pull": true, "taint": true,
                            "slow_start": 20, "head_crash_after": 5, "exceed_quota": true,
@@ -117,6 +119,12 @@ class Faults:
                 return None
             spec["count"] -= 1
             return dict(spec)
+
+    def missing_group(self, group: str) -> bool:
+        """`{"api": {"missing_groups": ["ray.io"]}}`: the API group is not served (discovery
+        leaves it out, its paths answer 404), as on a cluster without that component."""
+        with self._lock:
+            return group in (self._config["api"].get("missing_groups") or [])
 
     def take_error(self, path: str) -> dict | None:
         return self._take("errors", path)

@@ -21,10 +21,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 from importlib import metadata
 from pathlib import Path
 
@@ -71,8 +73,13 @@ def python() -> str:
                      if e.name not in excluded and not e.name.endswith(".pth") and e.name != "__pycache__")
     root = Path(sys.prefix) / ".kfp-ray-sandbox-image" / _key(site, entries)
     py = root / "bin" / "python"
-    if py.exists():
-        return str(py)
+    with _BUILDING:
+        if not py.exists():
+            _build_python(site, entries, root)
+    return str(py)
+
+
+def _build_python(site: Path, entries: list[str], root: Path) -> None:
     tmp = _aside(root)
     subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(tmp)], check=True, capture_output=True)
     (tmp / "packages").mkdir()
@@ -93,14 +100,12 @@ def python() -> str:
             except UnicodeDecodeError:
                 continue
     _into_place(tmp, root)
-    return str(py)
 
 
 def _aside(root: Path) -> Path:
-    """Where to build `root`: beside it, then renamed into place (xdist workers race to build)."""
-    tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    return tmp
+    """Where to build `root`: beside it under a name no other builder uses, then renamed into
+    place (xdist workers, and a sandbox's tasks starting together, race to build it)."""
+    return root.with_name(f"{root.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
 
 
 def _into_place(tmp: Path, root: Path) -> None:
@@ -108,6 +113,9 @@ def _into_place(tmp: Path, root: Path) -> None:
         os.rename(tmp, root)
     except OSError:  # another process built it first
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_BUILDING = threading.Lock()  # one build per process at a time: functools.cache does not serialize first calls
 
 
 @functools.cache
@@ -121,12 +129,13 @@ def task_image() -> dict:
     site = _site_packages()
     entries = sorted(e.name for e in site.iterdir() if not e.name.endswith(".pth") and e.name != "__pycache__")
     root = Path(sys.prefix) / ".kfp-ray-sandbox-image" / f"task-{_key(site, entries)}"
-    if not root.exists():
-        tmp = _aside(root)
-        tmp.mkdir(parents=True)
-        for name in entries:
-            (tmp / name).symlink_to(site / name)
-        _into_place(tmp, root)
+    with _BUILDING:
+        if not root.exists():
+            tmp = _aside(root)
+            tmp.mkdir(parents=True)
+            for name in entries:
+                (tmp / name).symlink_to(site / name)
+            _into_place(tmp, root)
     return {"python": sys._base_executable, "packages": str(root)}
 
 

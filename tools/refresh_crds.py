@@ -6,6 +6,9 @@ SRC holds the upstream files, named as below (take them from the tags named, e.g
 `git -C kuberay show v1.4.2:ray-operator/config/crd/bases/ray.io_rayclusters.yaml`):
 
   ray.io_rayclusters.yaml            ray-project/kuberay v1.4.2, ray-operator/config/crd/bases/
+  workload.codeflare.dev_appwrappers.yaml   project-codeflare/codeflare-operator config/crd/crd-appwrapper.yml
+  datasciencepipelinesapplications.opendatahub.io_datasciencepipelinesapplications.yaml
+                                     opendatahub-io/data-science-pipelines-operator config/crd/bases/
   kueue.x-k8s.io_<plural>.yaml       kubernetes-sigs/kueue v0.11.6, config/components/crd/bases/
                                      (clusterqueues, localqueues, resourceflavors, workloads;
                                      identical through v0.11.9; v1beta1 is the only version)
@@ -43,6 +46,10 @@ from kfp_ray_sandbox.apiserver.resources import SERVED_CRD_VERSIONS  # noqa: E40
 SOURCES = {
     "ray.io": "ray-project/kuberay v1.4.2 ray-operator/config/crd/bases",
     "kueue.x-k8s.io": "kubernetes-sigs/kueue v0.11.6 config/components/crd/bases",
+    "workload.codeflare.dev": "project-codeflare/codeflare-operator 7fc158c config/crd/crd-appwrapper.yml "
+                              "(appwrapper v1.1.2)",
+    "datasciencepipelinesapplications.opendatahub.io": "opendatahub-io/data-science-pipelines-operator 5e01e73 "
+                                                       "config/crd/bases",
 }
 
 # Built-in kinds whose definitions (and all they reference) are kept: what the sandbox

@@ -119,6 +119,14 @@ def call(fn, *args, what: str, attempts: int = 6, deadline: float | None = None,
     return retry(once, what, attempts=attempts, deadline=deadline)
 
 
+# What kfp-ray's tasks do with the Kubernetes API as the DSPA's pipeline-runner account:
+# (group, resource, verb). `kfp-ray doctor` asks for each; Kueue objects are read when
+# allowed, never needed (RHOAI's pipeline-runner role has no kueue.x-k8s.io access).
+PIPELINE_RUNNER_NEEDS = (
+    *(("ray.io", "rayclusters", v) for v in ("create", "get", "list", "patch", "delete")),
+    ("", "pods", "list"), ("", "pods/log", "get"), ("", "services", "get"), ("", "secrets", "get"),
+)
+
 _VERBS = {"read": "get", "get": "get", "list": "list", "create": "create", "patch": "patch", "replace": "update",
           "delete": "delete"}
 _FORBIDDEN = re.compile(r'User "([^"]+)" cannot (\S+) resource "([^"]+)" in API group "([^"]*)"')

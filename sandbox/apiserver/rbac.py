@@ -69,6 +69,17 @@ class Authenticator:
         user = f"system:serviceaccount:{namespace}:{name}"
         return next((i.token for i in self.by_token.values() if i.user == user), None)
 
+    def as_user(self, user: str) -> Identity:
+        """Who `user` is when impersonated: one of the sandbox's identities, else a user with
+        no role (a service account still in its groups)."""
+        known = next((i for i in (self.admin, self.pipeline_runner) if i.user == user), None)
+        if known is not None:
+            return known
+        parts = user.split(":")
+        groups = (["system:serviceaccounts", f"system:serviceaccounts:{parts[2]}"]
+                  if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"] else [])
+        return Identity(user, "", [], [*groups, "system:authenticated"])
+
     def identify(self, authorization: str | None) -> Identity | None:
         # the scheme is case-insensitive, as the apiserver's bearertoken authenticator reads it
         # (the kubernetes client's in-cluster config sends "bearer <token>")

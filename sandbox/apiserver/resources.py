@@ -113,7 +113,9 @@ ROUTE = ResourceType("route.openshift.io", "v1", "routes", "Route", True, ("stat
                      schema=builtin_schema("route.openshift.io", "v1", "Route"))
 
 # Which version of each CRD group the sandbox serves (the one our stack calls).
-SERVED_CRD_VERSIONS = {"ray.io": "v1", "kueue.x-k8s.io": "v1beta1"}
+SERVED_CRD_VERSIONS = {"ray.io": "v1", "kueue.x-k8s.io": "v1beta1",
+                       # what RHOAI's codeflare component and its pipelines operator install
+                       "workload.codeflare.dev": "v1beta2", "datasciencepipelinesapplications.opendatahub.io": "v1"}
 
 
 @lru_cache(maxsize=1)

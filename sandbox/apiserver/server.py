@@ -201,6 +201,8 @@ class _Call:
         query = parse_qs(self.query_string)
         identity = self.api.auth.identify(self.headers.get("Authorization"))
         try:
+            if identity is not None and self.headers.get("Impersonate-User"):
+                identity = self._impersonate(identity, self.headers["Impersonate-User"])
             cluster = self._raycluster_target()
             if self.api.faults.take_reset(path) or (cluster and self.api.faults.take_cluster_reset(*cluster)):
                 self._audit(identity, started)
@@ -233,6 +235,20 @@ class _Call:
         if answer_delay:  # done, and audited; the answer is on its way
             time.sleep(answer_delay)
 
+    def _impersonate(self, who: Identity, user: str) -> Identity:
+        """Act as `user` (Impersonate-User), as k8s.io/apiserver v0.31's WithImpersonation
+        allows it: the requester needs `impersonate` on the service account (or on users);
+        a service account gets its groups, everyone system:authenticated. Impersonate-Group
+        and extra headers are not supported."""
+        sa = user.split(":")
+        if len(sa) == 4 and sa[:2] == ["system", "serviceaccount"]:
+            allowed, resource, ns, name = who.can("", "serviceaccounts", "impersonate", sa[2]), "serviceaccounts", sa[2], sa[3]
+        else:
+            allowed, resource, ns, name = who.can("", "users", "impersonate", None), "users", None, user
+        if not allowed:
+            raise errors.forbidden(who.user, "impersonate", None, resource, name, ns)
+        return self.api.auth.as_user(user)
+
     def _raycluster_target(self) -> tuple[str, str] | None:
         """(name, verb) when this request is on one RayCluster object (the cluster-scoped API
         faults): get/patch/update/delete of it (status included), or the create of that name."""
@@ -261,6 +277,8 @@ class _Call:
     def _route(self, method: str, path: str, query: dict, who: Identity) -> str:
         reg = self.api.registry
         p = path.rstrip("/") or "/"
+        if p.startswith("/apis/") and self.api.faults.missing_group(p.split("/")[2]):
+            raise errors.path_not_found()  # a cluster without that component's CRDs
         if method == "GET" and p.startswith("/openapi/"):
             served = openapi.serve(reg, p, query, self.headers.get("Accept") or "")
             if served is None:
@@ -279,6 +297,7 @@ class _Call:
                 doc = reg.api_versions()
             elif p == "/apis":
                 doc = reg.api_group_list()
+                doc["groups"] = [g for g in doc["groups"] if not self.api.faults.missing_group(g["name"])]
             elif p == "/api/v1":
                 doc = reg.resource_list("", "v1")
             elif re.fullmatch(r"/apis/[^/]+", p):

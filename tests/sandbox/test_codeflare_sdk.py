@@ -31,7 +31,8 @@ def owned_objects(sbx, name):
         "workloads": [o["metadata"]["name"] for o in co.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", "sandbox", "workloads")["items"]],
         "pods": [p.metadata.name for p in v1.list_namespaced_pod("sandbox", label_selector=f"ray.io/cluster={name}").items],
         "services": [s.metadata.name for s in v1.list_namespaced_service("sandbox").items],
-        "routes": [o["metadata"]["name"] for o in co.list_namespaced_custom_object("route.openshift.io", "v1", "sandbox", "routes")["items"]],
+        "routes": [o["metadata"]["name"] for o in co.list_namespaced_custom_object("route.openshift.io", "v1", "sandbox", "routes",
+                                                                                      label_selector=f"ray.openshift.ai/cluster-name={name}")["items"]],
         "secrets": [s.metadata.name for s in v1.list_namespaced_secret("sandbox", label_selector=f"ray.openshift.ai/cluster-name={name}").items],
         "serviceaccounts": [s.metadata.name for s in v1.list_namespaced_service_account("sandbox", label_selector=f"ray.openshift.ai/cluster-name={name}").items],
     }

@@ -1,0 +1,344 @@
+"""`kfp-ray doctor [--namespace N]`: checks what a kfp-ray run needs in a namespace, one line
+per check, each failure with its fix. Exit code 1 when any check fails.
+
+  kubernetes API           the kubeconfig's cluster answers, and who you are
+  Ray / Kueue / CodeFlare  the APIs that RHOAI's ray, kueue and codeflare components serve
+  LocalQueue, ClusterQueue the namespace's queue, its ClusterQueue, quota and usage (if readable)
+  data connection, bucket  the secret, its keys, and its bucket reachable with them
+  pipelines route, API     the DSPA's route, and its API answering through the auth proxy
+  pipeline-runner access   every verb kfp-ray's tasks use, asked for the DSPA's pipeline-runner
+                           account (SelfSubjectAccessReview, impersonating it as `oc auth can-i
+                           --as` does; skipped if you may not impersonate it)
+
+Secrets are read to check them, never printed."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from . import connection
+from .connection import kubeconfig_path
+
+TIMEOUT = (5.0, 30.0)
+DATA_CONNECTION = "aws-connection-minio"  # the pipelines' default `data_connection`
+KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_S3_BUCKET")
+APIS = [  # name, group, version, resources, fix
+    ("Ray API", "ray.io", "v1", ("rayclusters",),
+     "enable the ray component: DataScienceCluster spec.components.ray.managementState: Managed"),
+    ("Kueue API", "kueue.x-k8s.io", "v1beta1", ("localqueues", "clusterqueues", "workloads"),
+     "enable kueue: DataScienceCluster spec.components.kueue.managementState: Managed (or Unmanaged with "
+     "the Red Hat build of Kueue installed)"),
+    ("CodeFlare API", "workload.codeflare.dev", "v1beta2", ("appwrappers",),
+     "enable codeflare: DataScienceCluster spec.components.codeflare.managementState: Managed (its operator "
+     "puts the Ray dashboard behind OAuth and the Ray client port behind mTLS)"),
+]
+DEFAULT_QUEUE = "kueue.x-k8s.io/default-queue"
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # PASS, FAIL or SKIP
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        fix = f" -- fix: {self.fix}" if self.fix and self.status == "FAIL" else ""
+        return f"{self.status:4}  {self.name}: {self.detail}{fix}"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("doctor", help="check what a run needs, one line per check",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--local-queue", help="the LocalQueue runs will use (default: the namespace's default queue)")
+    p.add_argument("--data-connection", default=DATA_CONNECTION,
+                   help=f"the data connection secret runs will use (default {DATA_CONNECTION})")
+    connection.add_arguments(p)  # --host, --namespace, --token-file, --ca-bundle
+    p.set_defaults(fn=cmd_doctor)
+
+
+def cmd_doctor(args) -> int:
+    checks = []
+    for check in Doctor(args).run():
+        checks.append(check)
+        print(check.line(), flush=True)
+    failed = [c.name for c in checks if c.status == "FAIL"]
+    print(f"\n{len(checks) - len(failed)} of {len(checks)} checks passed" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+class Doctor:
+    def __init__(self, args):
+        self.args = args
+        self.api = None  # kubernetes ApiClient, once the API answers
+        self.ns = args.namespace or ""
+        self.user = ""
+        self.cluster_queue = ""
+        self.dspa = ""
+        self.conn = None
+
+    def run(self):
+        yield self.kubernetes()
+        served = {}
+        for name, group, version, resources, fix in APIS:
+            served[group] = self.api_group(name, group, version, resources, fix)
+            yield served[group]
+        if served["kueue.x-k8s.io"].status == "PASS":
+            yield self.local_queue()
+            yield self.cluster_queue_check()
+        else:
+            yield Check("LocalQueue", "SKIP", "no Kueue API")
+            yield Check("ClusterQueue", "SKIP", "no Kueue API")
+        secret = self.data_connection()
+        yield secret[0]
+        yield self.bucket(secret[1])
+        route = self.route()
+        yield route
+        yield self.pipelines_api(route)
+        yield self.runner_access()
+
+    # --- Kubernetes --------------------------------------------------------------------
+    def kubernetes(self) -> Check:
+        from kubernetes import client, config
+
+        try:
+            config.load_kube_config(config_file=kubeconfig_path())
+            context = config.list_kube_config_contexts(config_file=kubeconfig_path())[1]["context"]
+            self.ns = self.ns or context.get("namespace") or "default"
+            self.api = client.ApiClient()
+            review = client.AuthenticationV1Api(self.api).create_self_subject_review(
+                {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, _request_timeout=TIMEOUT)
+            self.user = review.status.user_info.username
+        except Exception as exc:  # noqa: BLE001 - said with the fix
+            self.api = None
+            return Check("kubernetes API", "FAIL", _why(exc), "log in (`oc login ...`) or point $KUBECONFIG at the cluster")
+        return Check("kubernetes API", "PASS", f"{self.api.configuration.host} as {self.user}, namespace {self.ns}")
+
+    def _skipped(self, name: str) -> Check:
+        return Check(name, "SKIP", "the Kubernetes API did not answer")
+
+    def api_group(self, name, group, version, resources, fix) -> Check:
+        if self.api is None:
+            return self._skipped(name)
+        from kubernetes import client
+
+        try:
+            served = {r.name for r in client.CustomObjectsApi(self.api).get_api_resources(
+                group, version, _request_timeout=TIMEOUT).resources}
+        except Exception as exc:  # noqa: BLE001
+            if getattr(exc, "status", 0) == 404:
+                return Check(name, "FAIL", f"{group}/{version} is not served", fix)
+            return Check(name, "FAIL", _why(exc), fix)
+        missing = [r for r in resources if r not in served]
+        if missing:
+            return Check(name, "FAIL", f"{group}/{version} lacks {', '.join(missing)}", fix)
+        return Check(name, "PASS", f"{group}/{version}: {', '.join(resources)}")
+
+    # --- Kueue -------------------------------------------------------------------------
+    def local_queue(self) -> Check:
+        if self.api is None:
+            return self._skipped("LocalQueue")
+        from kubernetes import client
+
+        co = client.CustomObjectsApi(self.api)
+        name = self.args.local_queue
+        try:
+            if not name:
+                queues = co.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", self.ns, "localqueues",
+                                                          _request_timeout=TIMEOUT)["items"]
+                named = {q["metadata"]["name"]: q for q in queues}
+                marked = [n for n, q in named.items()
+                          if (q["metadata"].get("annotations") or {}).get(DEFAULT_QUEUE) == "true"]
+                name = "default" if "default" in named else (marked[0] if marked else "")
+                if not name:
+                    return Check("LocalQueue", "FAIL", f"namespace {self.ns} has no default LocalQueue"
+                                 + (f" (it has {', '.join(sorted(named))})" if named else " (it has none)"),
+                                 "create a LocalQueue pointing at a ClusterQueue and annotate it "
+                                 f"{DEFAULT_QUEUE}=true, or pass local_queue=<name> to the pipeline")
+            lq = co.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", self.ns, "localqueues", name,
+                                                 _request_timeout=TIMEOUT)
+        except Exception as exc:  # noqa: BLE001
+            status = getattr(exc, "status", 0)
+            if status == 403:
+                return Check("LocalQueue", "SKIP", f"{self.user} may not read LocalQueues in {self.ns}")
+            if status == 404:
+                return Check("LocalQueue", "FAIL", f"LocalQueue {name} does not exist in {self.ns}",
+                             "create it, or pass the name of one that exists (`oc get localqueues`)")
+            return Check("LocalQueue", "FAIL", _why(exc), "")
+        self.cluster_queue = lq["spec"].get("clusterQueue", "")
+        active = _condition(lq, "Active")
+        if active and active.get("status") == "False":
+            return Check("LocalQueue", "FAIL", f"{name} is inactive: {active.get('reason')}: {active.get('message')}",
+                         f"make its ClusterQueue {self.cluster_queue} exist and be active")
+        return Check("LocalQueue", "PASS", f"{name} in {self.ns}, ClusterQueue {self.cluster_queue}")
+
+    def cluster_queue_check(self) -> Check:
+        if self.api is None or not self.cluster_queue:
+            return Check("ClusterQueue", "SKIP", "no LocalQueue to follow")
+        from kubernetes import client
+
+        try:
+            cq = client.CustomObjectsApi(self.api).get_cluster_custom_object(
+                "kueue.x-k8s.io", "v1beta1", "clusterqueues", self.cluster_queue, _request_timeout=TIMEOUT)
+        except Exception as exc:  # noqa: BLE001
+            status = getattr(exc, "status", 0)
+            if status == 403:
+                return Check("ClusterQueue", "SKIP", f"{self.user} may not read ClusterQueues (cluster-scoped): "
+                                                     "quota and usage not shown")
+            if status == 404:
+                return Check("ClusterQueue", "FAIL", f"the LocalQueue points at ClusterQueue {self.cluster_queue}, "
+                                                     "which does not exist",
+                             "ask the cluster admin to create it (with a ResourceFlavor and quota), or use another "
+                             "LocalQueue")
+            return Check("ClusterQueue", "FAIL", _why(exc), "")
+        active = _condition(cq, "Active")
+        if active and active.get("status") == "False":
+            return Check("ClusterQueue", "FAIL", f"{self.cluster_queue} is inactive: {active.get('reason')}: "
+                                                 f"{active.get('message')}", "fix the ClusterQueue (its ResourceFlavors must exist)")
+        return Check("ClusterQueue", "PASS", f"{self.cluster_queue}: {_quota(cq)}")
+
+    # --- the data connection -----------------------------------------------------------
+    def data_connection(self) -> tuple[Check, dict | None]:
+        name = self.args.data_connection
+        if self.api is None:
+            return self._skipped("data connection"), None
+        import base64
+
+        from kubernetes import client
+
+        try:
+            secret = client.CoreV1Api(self.api).read_namespaced_secret(name, self.ns, _request_timeout=TIMEOUT)
+        except Exception as exc:  # noqa: BLE001
+            if getattr(exc, "status", 0) == 404:
+                return Check("data connection", "FAIL", f"secret {name} does not exist in {self.ns}",
+                             "create an S3 connection in the project (OpenShift AI dashboard > Connections) or pass "
+                             "--data-connection / data_connection=<its secret>"), None
+            return Check("data connection", "FAIL", _why(exc), ""), None
+        values = {k: base64.b64decode(v).decode(errors="replace") for k, v in (secret.data or {}).items()}
+        missing = [k for k in KEYS if not values.get(k)]
+        if missing:
+            return Check("data connection", "FAIL", f"secret {name} lacks {', '.join(missing)}",
+                         "edit the connection so it has endpoint, bucket and both keys"), None
+        return Check("data connection", "PASS", f"secret {name}: endpoint {values['AWS_S3_ENDPOINT']}, "
+                                                f"bucket {values['AWS_S3_BUCKET']}"), values
+
+    def bucket(self, values: dict | None) -> Check:
+        if values is None:
+            return Check("bucket", "SKIP", "no usable data connection")
+        import boto3
+        from botocore.config import Config
+
+        bucket = values["AWS_S3_BUCKET"]
+        s3 = boto3.client("s3", endpoint_url=values["AWS_S3_ENDPOINT"], aws_access_key_id=values["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=values["AWS_SECRET_ACCESS_KEY"],
+                          region_name=values.get("AWS_DEFAULT_REGION") or "us-east-1",
+                          config=Config(connect_timeout=TIMEOUT[0], read_timeout=TIMEOUT[1], s3={"addressing_style": "path"},
+                                        retries={"max_attempts": 3, "mode": "standard"}))
+        try:
+            s3.head_bucket(Bucket=bucket)
+        except Exception as exc:  # noqa: BLE001
+            code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", "")) if hasattr(exc, "response") else ""
+            if code in ("404", "NoSuchBucket"):
+                return Check("bucket", "FAIL", f"bucket {bucket} does not exist at {values['AWS_S3_ENDPOINT']}",
+                             "create it, or set AWS_S3_BUCKET in the connection to one that exists")
+            if code in ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+                return Check("bucket", "FAIL", f"the connection's keys may not use bucket {bucket} ({code})",
+                             "fix the access key and secret key in the connection")
+            return Check("bucket", "FAIL", f"{values['AWS_S3_ENDPOINT']} did not answer: {_why(exc)}",
+                         "check AWS_S3_ENDPOINT (from the cluster: the MinIO service or route)")
+        return Check("bucket", "PASS", f"{bucket} reachable with the connection's keys")
+
+    # --- the pipelines server ----------------------------------------------------------
+    def route(self) -> Check:
+        try:
+            self.conn = connection.resolve(self.args)
+        except connection.ConnectionProblem as exc:
+            self.conn = None
+            return Check("pipelines route", "FAIL", str(exc))
+        self.dspa = next(iter(_dspa_names(self.api, self.ns)), "")
+        return Check("pipelines route", "PASS", self.conn.host)
+
+    def pipelines_api(self, route: Check) -> Check:
+        if self.conn is None:
+            return Check("pipelines API", "SKIP", "no route")
+        try:
+            connection.check(self.conn)
+        except connection.ConnectionProblem as exc:
+            return Check("pipelines API", "FAIL", str(exc))
+        return Check("pipelines API", "PASS", f"healthz answered through the route's auth proxy ({self.conn.token_from or 'no token'})")
+
+    # --- what the tasks may do ---------------------------------------------------------
+    def runner_access(self) -> Check:
+        name = "pipeline-runner access"
+        if self.api is None:
+            return self._skipped(name)
+        from kubernetes import client
+
+        from kfp_ray.kube import PIPELINE_RUNNER_NEEDS
+
+        dspa = self.dspa or (_dspa_names(self.api, self.ns) or ["dspa"])[0]
+        sa = f"system:serviceaccount:{self.ns}:pipeline-runner-{dspa}"
+        api = client.ApiClient(self.api.configuration)
+        api.set_default_header("Impersonate-User", sa)
+        denied = []
+        try:
+            for group, resource, verb in PIPELINE_RUNNER_NEEDS:
+                plural, _, sub = resource.partition("/")
+                review = client.AuthorizationV1Api(api).create_self_subject_access_review(
+                    {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                     "spec": {"resourceAttributes": {"namespace": self.ns, "group": group, "resource": plural,
+                                                     "subresource": sub, "verb": verb}}}, _request_timeout=TIMEOUT)
+                if not review.status.allowed:
+                    denied.append(f"{verb} {resource}{'.' + group if group else ''}")
+        except Exception as exc:  # noqa: BLE001
+            if getattr(exc, "status", 0) == 403:
+                return Check(name, "SKIP", f"{self.user} may not impersonate {sa}; a project admin can run doctor")
+            return Check(name, "FAIL", _why(exc), "")
+        if denied:
+            return Check(name, "FAIL", f"pipeline-runner-{dspa} may not {', '.join(denied)}",
+                         f"bind a Role granting them to {sa} (DSPO's pipeline-runner role has them)")
+        return Check(name, "PASS", f"pipeline-runner-{dspa} may do all {len(PIPELINE_RUNNER_NEEDS)} things kfp-ray's tasks do")
+
+
+def _dspa_names(api, ns: str) -> list[str]:
+    if api is None:
+        return []
+    from kubernetes import client
+
+    try:
+        return [d["metadata"]["name"] for d in client.CustomObjectsApi(api).list_namespaced_custom_object(
+            *connection.DSPA[:2], ns, connection.DSPA[2], _request_timeout=TIMEOUT)["items"]]
+    except Exception:  # noqa: BLE001 - the route check says what is wrong
+        return []
+
+
+def _condition(obj: dict, kind: str) -> dict | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
+
+
+def _quota(cq: dict) -> str:
+    """'cpu 2/8, memory 4Gi/32Gi' per flavor: usage against nominal quota."""
+    used = {(f["name"], r["name"]): r.get("total", "0") for f in (cq.get("status") or {}).get("flavorsUsage") or []
+            for r in f.get("resources") or []}
+    parts = []
+    for group in cq["spec"].get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            res = ", ".join(f"{r['name']} {used.get((flavor['name'], r['name']), '0')}/{r.get('nominalQuota', '0')}"
+                            for r in flavor.get("resources") or [])
+            parts.append(f"{flavor['name']}: {res} used")
+    return "; ".join(parts) or "no quota"
+
+
+def _why(exc: BaseException) -> str:
+    import json
+
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            return f"{getattr(exc, 'status', '')} {json.loads(body).get('message', '')}".strip()
+        except (TypeError, ValueError):
+            pass
+    text = str(exc).strip().splitlines()
+    return (text[-1] if text else type(exc).__name__)[:200]
+
