@@ -66,7 +66,7 @@ def _run(args, box, compiled: Path, params: dict, started: float) -> int:
 
     sbx = SandboxClient(box.info)
     params = with_sandbox_queue(args.name, params, sbx)
-    conn = Connection(box.info["pipelines_api"], sbx._token(box.info["kubeconfig"]), box.info["ca_file"], "the sandbox")
+    conn = Connection(box.info["pipelines_api"], sbx.token(), box.info["ca_file"], "the sandbox")
     connection.check(conn)
     client = conn.client()
     print(f"==> uploading {compiled.relative_to(registry.ROOT)} to the Data Science Pipelines server", flush=True)

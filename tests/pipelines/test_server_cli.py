@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def server_env(box, monkeypatch):
     """What a user sets after `oc login`: the route and the token, here the sandbox's."""
-    token = SandboxClient(box.info)._token(box.info["kubeconfig"])
+    token = SandboxClient(box.info).token()
     monkeypatch.setenv("KFP_HOST", box.info["pipelines_api"])
     monkeypatch.setenv("KFP_TOKEN", token)
     monkeypatch.setenv("KFP_CA_BUNDLE", box.info["ca_file"])

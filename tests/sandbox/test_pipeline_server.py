@@ -79,7 +79,7 @@ def tick_pipeline():
 def kfp_client(box):
     import kfp
 
-    token = SandboxClient(box.info)._token(box.info["kubeconfig"])
+    token = SandboxClient(box.info).token()
     return kfp.Client(host=box.info["pipelines_api"], existing_token=token, ssl_ca_cert=box.info["ca_file"])
 
 
