@@ -9,6 +9,7 @@
     kfp-ray runs list|get|cancel
     kfp-ray gc [--namespace N | --all-namespaces] [--delete]
     kfp-ray doctor [--namespace N]
+    kfp-ray cluster up|status|details|list|down   (a Ray cluster from the terminal)
 
 upload, submit, schedule and runs reach the Data Science Pipelines server at --host, $KFP_HOST,
 or the namespace's DSPA route, with the token in $KFP_TOKEN, a --token-file, or the kubeconfig
@@ -20,8 +21,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import cluster_cli, doctor, gc, registry, run_local, runs, schedule, submit, upload
 from . import compile as compile_cli
-from . import doctor, gc, registry, run_local, runs, schedule, submit, upload
 from .cli_args import UsageError
 from .connection import ConnectionProblem
 
@@ -47,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     sub.add_parser("list", help="list the pipelines").set_defaults(fn=cmd_list)
-    for module in (compile_cli, run_local, upload, submit, schedule, runs, gc, doctor):
+    for module in (compile_cli, run_local, upload, submit, schedule, runs, gc, doctor, cluster_cli):
         module.add_parser(sub)
     return parser
 

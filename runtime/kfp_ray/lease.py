@@ -412,7 +412,7 @@ def sweep(namespace: str | None, delete: bool = False, timeout: float = GONE_TIM
 
 
 # --- the report -------------------------------------------------------------------------------
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     s = int(abs(seconds))
     if s < 60:
         return f"{s}s"
@@ -423,9 +423,9 @@ def _duration(seconds: float) -> str:
 
 def describe_lease(lease: Lease) -> str:
     if lease.state == "expired":
-        return f"expired {_duration(lease.seconds_left or 0)} ago"
+        return f"expired {duration(lease.seconds_left or 0)} ago"
     if lease.state == "live":
-        return f"live, {_duration(lease.seconds_left or 0)} left"
+        return f"live, {duration(lease.seconds_left or 0)} left"
     if lease.state == "bad lease":
         return f"unreadable ({lease.value!r})"
     return "none"
