@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="kfp-ray", description=__doc__.splitlines()[0],
                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    sub.add_parser("list", help="list the pipelines").set_defaults(fn=cmd_list)
+    sub.add_parser("list", help="list the pipelines",
+                   description="The pipelines kfp-ray ships, each with its description.").set_defaults(fn=cmd_list)
     for module in (compile_cli, run_local, upload, submit, schedule, runs, gc, doctor, cluster_cli):
         module.add_parser(sub)
     return parser

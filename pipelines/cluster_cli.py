@@ -26,7 +26,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("cluster", help="a Ray cluster from the terminal: up, status, details, list, down",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = p.add_subparsers(dest="verb", required=True)
-    up = verbs.add_parser("up", help="create a Kueue-queued RayCluster and wait until it is ready")
+    up = verbs.add_parser("up", help="create a Kueue-queued RayCluster and wait until it is ready",
+                          description="Create a Kueue-queued RayCluster through the provision component's library "
+                                      "and wait until it is ready, saying what it waits for. Ctrl-C deletes it.")
     up.add_argument("name", help="the RayCluster's name (a DNS label)")
     up.add_argument("--local-queue", default="", help="the LocalQueue (default: the namespace's default queue)")
     up.add_argument("--num-workers", type=int, default=1, help="worker pods (default 1; 0: a head alone)")
@@ -44,10 +46,12 @@ def add_parser(sub) -> None:
     for verb, fn, helptext in (("status", cmd_status, "its state, and Kueue's reason while it is queued"),
                                ("details", cmd_details, "state, dashboard, pods, resources, image, queue, lease"),
                                ("down", cmd_down, "delete it and wait until it is gone")):
-        v = verbs.add_parser(verb, help=helptext)
-        v.add_argument("name")
+        v = verbs.add_parser(verb, help=helptext, description=helptext[0].upper() + helptext[1:] + ".")
+        v.add_argument("name", help="the RayCluster's name")
         v.set_defaults(fn=fn)
-    ls = verbs.add_parser("list", help="the namespace's RayClusters")
+    ls = verbs.add_parser("list", help="the namespace's RayClusters",
+                          description="The namespace's RayClusters: state, age and resources; kfp-ray's also "
+                                      "with their run and lease.")
     ls.set_defaults(fn=cmd_list)
     for v in verbs.choices.values():
         v.add_argument("--namespace", "-n", default="", help="the namespace (default: the kubeconfig context's)")

@@ -17,13 +17,17 @@ def add_parser(sub) -> None:
     p = sub.add_parser("runs", help="list, inspect and cancel runs on a Data Science Pipelines server",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = p.add_subparsers(dest="verb", required=True)
-    ls = verbs.add_parser("list", help="the newest runs")
+    ls = verbs.add_parser("list", help="the newest runs", description="The newest runs, newest first: id, state, "
+                          "created, name.")
     ls.add_argument("--experiment", help="only this experiment's runs (by name)")
     ls.add_argument("--limit", type=int, default=20, help="how many (default 20, at most 200)")
-    get = verbs.add_parser("get", help="one run: state, error, tasks")
-    get.add_argument("run_id")
-    cancel = verbs.add_parser("cancel", help="terminate a run")
-    cancel.add_argument("run_id")
+    get = verbs.add_parser("get", help="one run: state, error, tasks",
+                           description="One run: its state, its error, and each task's state.")
+    get.add_argument("run_id", help="the run's id (`runs list`, or the dashboard's run details)")
+    cancel = verbs.add_parser("cancel", help="terminate a run",
+                              description="Terminate a run as the dashboard's Stop does: its running tasks get "
+                                          "SIGTERM, its exit handler still runs, and KFP on Argo ends it FAILED.")
+    cancel.add_argument("run_id", help="the run's id")
     cancel.add_argument("--wait", action="store_true", help="wait until it has ended (its exit handler included)")
     for v in (ls, get, cancel):
         connection.add_arguments(v)
