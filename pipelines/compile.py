@@ -116,9 +116,12 @@ def cmd_compile(args) -> int:
         raise SystemExit("compile: with --image, --pip-index-url, --rhoai or --data-connection, give --out DIR "
                          "(compiled/ keeps the default build)")
     if args.check:
-        names = stale()
+        from . import component_docs
+
+        names = stale() + component_docs.stale()
         if names:
-            print(f"compiled/ is stale for: {', '.join(names)}. Run: kfp-ray compile", file=sys.stderr)
+            print(f"compiled/ (or a component README) is stale for: {', '.join(names)}. Run: kfp-ray compile",
+                  file=sys.stderr)
             return 1
         print(f"compiled/ is up to date ({len(registry.PIPELINES)} pipelines, {len(registry.COMPONENTS)} components)")
         return 0
@@ -132,6 +135,11 @@ def cmd_compile(args) -> int:
     else:
         for path in compile_all(args.out or registry.COMPILED):
             print(f"wrote {path}")
+        if args.out is None:  # the READMEs document the default build
+            from . import component_docs
+
+            for path in component_docs.write_all():
+                print(f"wrote the reference in {path}")
     if rewritten:
         from . import compat
 
