@@ -116,9 +116,20 @@ def main() -> None:
         "model_architecture": f"MLP {x_te.shape[1]}-128-64-{len(labels)}", "metrics": metrics,
         "checkpoint_uri": f"s3://{result.checkpoint.path}" if result.checkpoint else "",
         "confusion_matrix": {"labels": labels, "matrix": storage.confusion(y_te, pred, len(labels))},
+        "history": epoch_history(result.metrics_dataframe),
         "dataset": {"train": None, "test": int(len(y_te))}})
     print(f"test accuracy {accuracy:.4f}, loss {loss:.4f}, {training_seconds:.1f}s on {args.workers} workers")
     storage.report(**metrics)
+
+
+def epoch_history(frame) -> dict:
+    """The training curves for the report: train loss and validation accuracy per epoch, the
+    best epoch by validation accuracy (results.json `history`, see README.md)."""
+    if frame is None or "val_accuracy" not in frame or not len(frame):
+        return {}
+    acc = [float(v) for v in frame["val_accuracy"]]
+    return {"steps": "epoch", "series": {"train loss": [float(v) for v in frame["loss"]], "val accuracy": acc},
+            "best": acc.index(max(acc))}
 
 
 if __name__ == "__main__":

@@ -93,9 +93,22 @@ def main() -> None:
         "best_config": {k: v for k, v in best.config.items()}, "trials_uri": trials_uri,
         "checkpoint_uri": best.checkpoint.path if best.checkpoint else "",
         "confusion_matrix": {"labels": labels, "matrix": storage.confusion(y_te, pred, len(labels))},
+        "history": trial_history(table, best.metrics.get("trial_id")),
         "dataset": {"train": int(len(y)), "test": int(len(y_te))}})
     print(f"best trial {best.config} val_logloss {best.metrics['val_logloss']:.4f}; test accuracy {accuracy:.4f}")
     storage.report(**metrics)
+
+
+def trial_history(table, best_trial) -> dict:
+    """The report's curves for a tuning run: each trial's validation logloss and accuracy, the
+    best trial marked (results.json `history`, see README.md)."""
+    if table is None or "val_logloss" not in table or not len(table):
+        return {}
+    ids = list(table["trial_id"]) if "trial_id" in table else []
+    series = {"val logloss": [float(v) for v in table["val_logloss"]]}
+    if "val_accuracy" in table:
+        series["val accuracy"] = [float(v) for v in table["val_accuracy"]]
+    return {"steps": "trial", "series": series, "best": ids.index(best_trial) if best_trial in ids else None}
 
 
 if __name__ == "__main__":

@@ -95,3 +95,24 @@ def markdown(results: dict, results_uri: str, run_id: str) -> str:
                   "| | " + " | ".join(labels) + " |", "|" + " --- |" * (len(labels) + 1)]
         lines += [f"| **{labels[i]}** | " + " | ".join(str(v) for v in row) + " |" for i, row in enumerate(cm["matrix"])]
     return "\n".join(lines) + "\n"
+
+
+def run_report(results: dict | None, run_id: str, title: str = "Ray training run", phases=(), cluster: dict | None = None,
+               locations: dict | None = None, printed: dict | None = None, log_tail: str = "", status: str = "SUCCEEDED",
+               failed_at: str = "", error: str = ""):
+    """The HTML report's content (kfp_ray.report.RunReport) from results.json (None: the job
+    wrote none; then the metrics it printed and the end of its log)."""
+    from .report import RunReport
+
+    r = results or {}
+    history = r.get("history") or {}
+    cm = r.get("confusion_matrix") or {}
+    where = {"model": r.get("model_uri", ""), "checkpoints": r.get("checkpoint_uri", ""),
+             "trial table": r.get("trials_uri", ""), **(locations or {})}
+    return RunReport(run_id=run_id, title=title, status=status, failed_at=failed_at, error=error, phases=list(phases),
+                     curves=dict(history.get("series") or {}), steps=history.get("steps") or "epoch",
+                     best_step=history.get("best"), labels=list(cm.get("labels") or []),
+                     matrix=[list(row) for row in cm.get("matrix") or []],
+                     metrics=numeric(r.get("metrics") or printed or {}), best_config=dict(r.get("best_config") or {}),
+                     cluster=dict(cluster or {}), locations={k: v for k, v in where.items() if v},
+                     log_tail=log_tail if results is None or status != "SUCCEEDED" else "")

@@ -108,3 +108,18 @@ def test_a_failed_runs_report_says_where_and_why(chromium, tmp_path):
     dom = headless(chromium, tmp_path, "--dump-dom", page.as_uri()).stdout
     assert ">FAILED<" in dom and "Failed at follow-ray-job" in dom and "No module named 'xgboost'" in dom
     assert 'id="log"' in dom and 'id="curves"' not in dom
+
+
+def test_results_json_becomes_the_report_with_its_curves_and_best_trial():
+    from kfp_ray.results import run_report
+
+    results = {"framework": "xgboost", "model_uri": "s3://b/r/model/model.json", "trials_uri": "s3://b/r/trials.csv",
+               "metrics": {"accuracy": 0.95, "trials": 3}, "best_config": {"eta": 0.1, "max_depth": 4},
+               "confusion_matrix": {"labels": ["malignant", "benign"], "matrix": [[40, 3], [2, 69]]},
+               "history": {"steps": "trial", "series": {"val logloss": [0.2, 0.09, 0.12]}, "best": 1}}
+    r = run_report(results, "r1", title="xgboost_tune", locations={"results": "s3://b/r/results.json"}, log_tail="ignored")
+    page = render(r)
+    assert "best trial 2" in page and 'data-series="val logloss"' in page and page.count('class="cell"') == 4
+    assert "s3://b/r/trials.csv" in page and "s3://b/r/results.json" in page and "ignored" not in page
+    bare = render(run_report(None, "r2", printed={"loss": 0.125}, log_tail="epoch 1 done"))
+    assert "epoch 1 done" in bare and "0.125" in bare and 'id="curves"' not in bare
