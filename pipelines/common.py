@@ -51,8 +51,8 @@ def data_connection_env(secret: dict[str, str]) -> dict[str, str]:
 def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s3_prefix, local_queue, image,
                  num_workers, head_cpu, head_memory, worker_cpu, worker_memory, worker_gpus, tolerations,
                  admission_timeout, startup_timeout, job_timeout, pip=None, requirements_file="",
-                 install_requirements=True, pip_index_url="", pip_trusted_host=""):
-    """Wire the tasks of a training run inside a pipeline function. Every task has caching
+                 install_requirements=True, pip_index_url="", pip_trusted_host="", title="Ray training run"):
+    """Wire the tasks of a training run inside a pipeline function (`title`: the HTML report's). Every task has caching
     off: each run must get a cluster and a job of its own."""
     teardown = teardown_ray_cluster(run_id=RUN_ID)
     teardown.set_caching_options(False)
@@ -77,7 +77,9 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
             namespace=cluster.outputs["namespace"], timeout=job_timeout), data_connection)
         publish = with_data_connection(publish_training_results(
             output_uri=stage.outputs["output_uri"], run_id=RUN_ID, job_log=follow.outputs["job_log"],
-            job_metrics=follow.outputs["metrics"]),
+            job_metrics=follow.outputs["metrics"], title=title, cluster_name=cluster.outputs["cluster_name"],
+            cluster_shape=cluster.outputs["shape"], queued_seconds=cluster.outputs["queued_seconds"],
+            starting_seconds=cluster.outputs["starting_seconds"], job_seconds=follow.outputs["duration_seconds"]),
             data_connection)
         for task in (stage, cluster, job, follow, publish):
             task.set_caching_options(False)

@@ -1,4 +1,4 @@
-from kfp.dsl import Artifact, ClassificationMetrics, Input, Markdown, Metrics, Model, Output
+from kfp.dsl import HTML, Artifact, ClassificationMetrics, Input, Markdown, Metrics, Model, Output
 
 from kfp_ray.components._build import S3, ray_component
 
@@ -11,8 +11,15 @@ def publish_training_results(
     metrics: Output[Metrics],
     confusion_matrix: Output[ClassificationMetrics],
     report: Output[Markdown],
+    html_report: Output[HTML],
     job_log: Input[Artifact] = None,
     job_metrics: Input[Metrics] = None,
+    title: str = "Ray training run",
+    cluster_name: str = "",
+    cluster_shape: str = "",
+    queued_seconds: float = 0.0,
+    starting_seconds: float = 0.0,
+    job_seconds: float = 0.0,
 ):
     """Publish a Ray training job's results to the RHOAI UI.
 
@@ -32,8 +39,23 @@ def publish_training_results(
         run_id: The pipeline run's id, for the report's title.
         job_log: follow_ray_job's job_log, shown in the report when there is no results.json.
         job_metrics: follow_ray_job's metrics, published when there is no results.json.
+        title: The HTML report's title (the pipeline's name).
+        cluster_name: provision_ray_cluster's cluster_name, for the report.
+        cluster_shape: provision_ray_cluster's shape (queue, head, workers), for the report.
+        queued_seconds: provision_ray_cluster's queued_seconds: the timeline's first bar.
+        starting_seconds: provision_ray_cluster's starting_seconds: the timeline's second bar.
+        job_seconds: follow_ray_job's duration_seconds: the timeline's job bar.
     """
+    from kfp_ray import report as html
     from kfp_ray import results as res
+
+    # the HTML report (KFP's UI renders it): phases laid end to end from the tasks' durations
+    phases, t = [], 0.0
+    for name, seconds in (("queued", queued_seconds), ("starting", starting_seconds), ("job", job_seconds)):
+        if seconds and seconds > 0:
+            phases.append(html.Phase(name, t, t + seconds))
+            t += seconds
+    cluster = {k: v for k, v in (("name", cluster_name), ("shape", cluster_shape)) if v}
 
     results_uri = res.results_uri(output_uri)
     data = res.load(results_uri)
@@ -50,6 +72,9 @@ def publish_training_results(
             metrics.log_metric(name, float(value))
         with open(report.path, "w") as fh:
             fh.write(res.markdown_without_results(output_uri, results_uri, run_id, printed, tail))
+        with open(html_report.path, "w") as fh:
+            fh.write(html.render(res.run_report(None, run_id, title, phases, cluster, {"output": output_uri},
+                                                printed=printed, log_tail=tail)))
         print(f"[kfp-ray] the job wrote no results.json at {results_uri}: published its printed metrics and log")
         return
     with open(model.path, "wb") as fh:
@@ -63,3 +88,5 @@ def publish_training_results(
         confusion_matrix.log_confusion_matrix(cm["labels"], cm["matrix"])
     with open(report.path, "w") as fh:
         fh.write(res.markdown(data, results_uri, run_id))
+    with open(html_report.path, "w") as fh:
+        fh.write(html.render(res.run_report(data, run_id, title, phases, cluster, {"results": results_uri})))

@@ -33,6 +33,7 @@ def fashion_mnist(
     pip_trusted_host: str = "",
 ):
     train_on_ray(
+        title="fashion_mnist",
         submit=submit_with_jobs, working_dir="code",
         entrypoint=f"python fashion_mnist_train.py --workers {training_workers} --epochs {epochs} --use-gpu {use_gpu}",
         dataset=dataset, data_connection=data_connection, s3_prefix=s3_prefix, local_queue=local_queue,

@@ -32,6 +32,7 @@ def ray_training(
     pip_trusted_host: str = "",
 ):
     train_on_ray(
+        title="ray_training",
         submit=submit_ray_job, working_dir=working_dir, entrypoint=entrypoint, dataset=dataset,
         data_connection=data_connection, s3_prefix=s3_prefix, local_queue=local_queue, image=image,
         num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,

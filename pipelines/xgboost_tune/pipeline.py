@@ -30,6 +30,7 @@ def xgboost_tune(
     pip_trusted_host: str = "",
 ):
     train_on_ray(
+        title="xgboost_tune",
         submit=submit_with_jobs, working_dir="code",
         entrypoint=f"python xgboost_tune.py --samples {samples} --concurrent {concurrent_trials} --rounds {boosting_rounds}",
         dataset="breast_cancer", data_connection=data_connection, s3_prefix=s3_prefix, local_queue=local_queue,

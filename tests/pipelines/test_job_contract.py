@@ -32,3 +32,5 @@ def test_a_job_that_writes_no_results_json_still_succeeds_and_reports_what_it_pr
     report = next((tmp_path / "out").glob("**/publish-training-results/*/report")).read_text()
     assert "wrote no `results.json`" in report and "| loss | 0.125 |" in report
     assert "epoch 1 done" in report and re.search(r"output location: `s3://kfp-ray/runs/\S+/`", report)
+    html = next((tmp_path / "out").glob("**/publish-training-results/*/html_report")).read_text()
+    assert "epoch 1 done" in html and "0.125" in html and 'id="curves"' not in html

@@ -29,6 +29,10 @@ def test_xgboost_tune_through_the_cli(tmp_path):
     assert re.search(r"in S3 under s3://kfp-ray/runs/\S+: \d+ objects, [1-9]\d* checkpoint files, model yes", out)
     report = Path(next(li for li in out.splitlines() if li.startswith("report: ")).split(": ", 1)[1]).read_text()
     assert "Confusion matrix" in report and "Best trial" in report and "trials.csv" in report
+    # the HTML report the UI renders (drawn and checked in Chromium by tests/report)
+    html = next((tmp_path / "out").glob("**/publish-training-results/*/html_report")).read_text()
+    assert all(f'data-phase="{p}"' in html for p in ("queued", "starting", "job"))
+    assert "best trial" in html and html.count('class="cell"') == 4 and "LocalQueue local-queue-test" in html
 
 
 def test_generic_ray_training_through_the_cli(tmp_path):
