@@ -201,8 +201,10 @@ def run_local(box, tmp_path):
 def ray_cluster(box):
     """One small real RayCluster for a test module, provisioned by the runtime library
     (as admin); deleted at the end. Yields kfp_ray.cluster.Provisioned."""
+    from kubernetes import client as k8s
+
     from kfp_ray import cluster, tasks
-    from tests.helpers import kube_identity
+    from tests.helpers import eventually, kube_identity
 
     with kube_identity(box.info["kubeconfig"]):
         try:
@@ -212,3 +214,8 @@ def ray_cluster(box):
         finally:
             if not box.stopped:  # else an interrupted run: nothing to delete
                 cluster.delete("shared-ray", "sandbox")
+                # the next module's shared-ray must not meet this one's pods, still terminating
+                # with the same labels: KubeRay counts pods by label, so it would look ready at once
+                v1 = k8s.CoreV1Api(SandboxClient(box.info).api_client())
+                eventually(lambda: not v1.list_namespaced_pod("sandbox", label_selector="ray.io/cluster=shared-ray").items,
+                           60, 0.2, what="shared-ray's pods to be gone")
