@@ -97,10 +97,18 @@ def cmd_up(args) -> int:
     return 0
 
 
-def _get(args) -> dict | None:
+def _existing(args) -> tuple[dict | None, int]:
+    """(the RayCluster, 0), or (None, exit code) once said why there is none."""
     from kfp_ray import rayclusters
 
-    return rayclusters.get(args.name, _ns(args))
+    try:
+        rc = rayclusters.get(args.name, _ns(args))
+    except Exception as exc:  # noqa: BLE001
+        return None, _fail(exc)
+    if rc is None:
+        print(f"no RayCluster {args.name} in {_ns(args)}")
+        return None, 1
+    return rc, 0
 
 
 def state_of(rc: dict) -> str:
@@ -117,13 +125,9 @@ def state_of(rc: dict) -> str:
 def cmd_status(args) -> int:
     from kfp_ray.queues import KueueView
 
-    try:
-        rc = _get(args)
-    except Exception as exc:  # noqa: BLE001
-        return _fail(exc)
+    rc, code = _existing(args)
     if rc is None:
-        print(f"no RayCluster {args.name} in {_ns(args)}")
-        return 1
+        return code
     state = state_of(rc)
     print(f"{args.name}: {state}")
     if state == "queued":
@@ -135,13 +139,9 @@ def cmd_status(args) -> int:
 def cmd_details(args) -> int:
     from kfp_ray import kube, lease
 
-    try:
-        rc = _get(args)
-    except Exception as exc:  # noqa: BLE001
-        return _fail(exc)
+    rc, code = _existing(args)
     if rc is None:
-        print(f"no RayCluster {args.name} in {_ns(args)}")
-        return 1
+        return code
     meta, spec = rc["metadata"], rc.get("spec") or {}
     labels = meta.get("labels") or {}
     head = (spec.get("headGroupSpec") or {}).get("template", {}).get("spec", {}).get("containers", [{}])[0]
@@ -196,8 +196,7 @@ def cmd_list(args) -> int:
         table.append([rc["metadata"]["name"], state_of(rc), entry.run_id if ours else "- (not kfp-ray's)",
                       lease.duration(rayclusters.age_seconds(rc)), lease.describe_lease(entry.lease) if ours else "-",
                       lease.held(rc).describe()])
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    print("\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table))
+    print("\n".join(lease.align(table)))
     return 0
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from kfp_ray.diagnose import condition
+
 from . import connection
 from .connection import kubeconfig_path
 
@@ -167,7 +169,7 @@ class Doctor:
                              "create it, or pass the name of one that exists (`oc get localqueues`)")
             return Check("LocalQueue", "FAIL", _why(exc), "")
         self.cluster_queue = lq["spec"].get("clusterQueue", "")
-        active = _condition(lq, "Active")
+        active = condition(lq, "Active")
         if active and active.get("status") == "False":
             return Check("LocalQueue", "FAIL", f"{name} is inactive: {active.get('reason')}: {active.get('message')}",
                          f"make its ClusterQueue {self.cluster_queue} exist and be active")
@@ -192,7 +194,7 @@ class Doctor:
                              "ask the cluster admin to create it (with a ResourceFlavor and quota), or use another "
                              "LocalQueue")
             return Check("ClusterQueue", "FAIL", _why(exc), "")
-        active = _condition(cq, "Active")
+        active = condition(cq, "Active")
         if active and active.get("status") == "False":
             return Check("ClusterQueue", "FAIL", f"{self.cluster_queue} is inactive: {active.get('reason')}: "
                                                  f"{active.get('message')}", "fix the ClusterQueue (its ResourceFlavors must exist)")
@@ -311,10 +313,6 @@ def _dspa_names(api, ns: str) -> list[str]:
             *connection.DSPA[:2], ns, connection.DSPA[2], _request_timeout=TIMEOUT)["items"]]
     except Exception:  # noqa: BLE001 - the route check says what is wrong
         return []
-
-
-def _condition(obj: dict, kind: str) -> dict | None:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
 
 
 def _quota(cq: dict) -> str:

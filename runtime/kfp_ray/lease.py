@@ -439,13 +439,17 @@ def rows(entries: list[Swept]) -> list[list[str]]:
     return out
 
 
+def align(table: list[list[str]]) -> list[str]:
+    """Rows of cells as lines, each column padded to its widest cell."""
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in table]
+
+
 def render(entries: list[Swept], delete: bool, where: str) -> str:
     """A readable table and a summary line."""
     if not entries:
         return f"no kfp-ray RayClusters {where}"
-    table = rows(entries)
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in table]
+    lines = align(rows(entries))
     lines.append("")
     lines.append(summary(entries, delete, where))
     return "\n".join(lines)
