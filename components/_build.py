@@ -28,9 +28,14 @@ KUBE = ["kubernetes==30.1.0"]
 CODEFLARE = ["codeflare-sdk==0.34.0", "kubernetes==30.1.0"]
 SUBMIT = ["requests>=2.31,<3", "boto3>=1.34,<2"]  # the dashboard's job API; s3:// working_dir
 FOLLOW = ["requests>=2.31,<3", "kubernetes==30.1.0"]  # the job API; delete and lease the cluster
+# A Ray client must have the cluster's Ray (and Python minor) version: the Ray image's, 2.52.1
+# on Python 3.11 (quay.io/modh/ray:2.52.1-py311-cu121), as BASE_IMAGE is. `train`: a driver
+# that runs Ray Train (pyarrow for storage_path); cryptography for the mTLS certificate.
+DRIVER = ["ray[client,train]==2.52.1", "kubernetes==30.1.0", "requests>=2.31,<3", "boto3>=1.34,<2",
+          "cryptography>=42"]
 S3 = ["boto3>=1.34,<2"]
 DATA = ["boto3>=1.34,<2", "numpy>=1.26", "scikit-learn==1.9.1"]
-KINDS = {"KUBE": KUBE, "CODEFLARE": CODEFLARE, "SUBMIT": SUBMIT, "FOLLOW": FOLLOW, "S3": S3, "DATA": DATA}
+KINDS = {"KUBE": KUBE, "CODEFLARE": CODEFLARE, "SUBMIT": SUBMIT, "FOLLOW": FOLLOW, "DRIVER": DRIVER, "S3": S3, "DATA": DATA}
 
 
 def build_options(packages: list[str]) -> dict:

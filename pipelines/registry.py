@@ -13,6 +13,7 @@ PIPELINES = {
     "ray_training": "kfp_ray.pipelines.ray_training.pipeline:ray_training",
     "fashion_mnist": "kfp_ray.pipelines.fashion_mnist.pipeline:fashion_mnist",
     "xgboost_tune": "kfp_ray.pipelines.xgboost_tune.pipeline:xgboost_tune",
+    "interactive_train": "kfp_ray.pipelines.interactive_train.pipeline:interactive_train",
     "kfp_ray_gc": "kfp_ray.pipelines.kfp_ray_gc.pipeline:kfp_ray_gc",
 }
 

@@ -4,6 +4,10 @@ sandbox's kubelet, with what a container has in a pod.
 - its env (the kubelet resolves env, envFrom and secretKeyRef before: kubelet.container_env);
 - the pod's service account at the in-cluster path /var/run/secrets/kubernetes.io/serviceaccount
   (token, ca.crt, namespace), and KUBERNETES_SERVICE_HOST/PORT naming the sandbox's API;
+- cluster DNS for the names of Services: an /etc/hosts of its own that maps
+  `<svc>.<ns>.svc`, `<svc>.<ns>.svc.cluster.local` (and, in its namespace, `<svc>`) to each
+  clusterIP that existed when it started (the kubelet writes it; later Services do not resolve
+  in it, README "Where the sandbox differs");
 - its own /s3, /minio and /gcs (where KFP's executor reads and writes artifacts: kfp
   dsl/types/artifact_types.py maps s3://b/k to /s3/b/k), its own /tmp/kfp and
   /tmp/kfp_outputs (the KFP launcher's output files), empty at start, and its own temp
@@ -44,15 +48,16 @@ for target in "$@"; do
   shift
 done
 shift
+if [ -f "$root/hosts" ]; then mount --bind "$root/hosts" /etc/hosts; fi
 exec "$@"
 """
 
 
 class ContainerProcess(PodProcess):
     def __init__(self, name: str, root: Path, command: list[str], env: dict[str, str], *,
-                 service_account: dict[str, bytes] | None = None, workdir: str = ""):
+                 service_account: dict[str, bytes] | None = None, workdir: str = "", hosts: str = ""):
         """`service_account`: file name -> content (token, ca.crt, namespace), or None for a pod
-        that does not mount one (automountServiceAccountToken: false)."""
+        that does not mount one (automountServiceAccountToken: false). `hosts`: its /etc/hosts."""
         self.name = name
         self.command_line = list(command)
         self.env = dict(env)
@@ -68,6 +73,8 @@ class ContainerProcess(PodProcess):
         for target in [*self.mounts, "/tmp"]:
             (self.temp_dir / target.lstrip("/")).mkdir(parents=True, exist_ok=True)
         (self.temp_dir / "tmp").chmod(0o1777)
+        if hosts:
+            (self.temp_dir / "hosts").write_text(hosts)
         if service_account is not None:
             sa = self.temp_dir / SA_PATH.lstrip("/")
             sa.mkdir(parents=True)

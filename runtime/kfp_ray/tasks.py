@@ -5,6 +5,7 @@ returns plain values for the component's outputs."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -190,6 +191,12 @@ def _cancel(follower: jobs.Follower, cluster_name: str, namespace: str, cancelle
         log(f"Ray job {follower.job_id} {status} ({since()})" if status else
             f"Ray job {follower.job_id} not stopped yet as the grace period ends ({since()})")
         return
+    _delete_by(cluster_name, namespace, deadline, since)
+
+
+def _delete_by(cluster_name: str, namespace: str, deadline: float, since: Callable[[], str]) -> None:
+    """A cancelled task's cluster: request its deletion and wait until it is gone, never past
+    `deadline` (the end of the grace period)."""
     try:
         log(f"deletion of RayCluster {cluster_name} requested ({since()} after SIGTERM)")
         rayclusters.request_delete(cluster_name, namespace, deadline=deadline)
@@ -206,6 +213,94 @@ def _cancel(follower: jobs.Follower, cluster_name: str, namespace: str, cancelle
         time.sleep(min(backoff.next(), max(0.0, deadline - time.monotonic())))
     log(f"RayCluster {cluster_name} is still being deleted as the grace period ends ({since()}); the exit handler's "
         "teardown makes sure it goes")
+
+
+def drive(dashboard_url: str, cluster_name: str, namespace: str, driver: str, function: str = "main",
+          kwargs: str | dict | None = None, log_path: str = "", embedded_root: str | None = None, output_uri: str = "",
+          data_uri: str = "",
+          delete_cluster: bool = True, lease_seconds: float = lease.DEFAULT_LEASE_S,
+          renew_every_seconds: float = lease.DEFAULT_RENEW_S):
+    """Run `function(**kwargs)` of `driver` as a Ray client driver of the cluster (driver.py),
+    its output streamed to this task's log and kept in log_path. Returns (its result, seconds).
+
+    kwargs: a dict, or its JSON text. KFP_RAY_DATA and KFP_RAY_OUTPUT are data_uri and
+    output_uri while it runs (as a job's env has them); a dict it returns is also written to
+    <output_uri>/results.json, for publish_training_results. While it runs the cluster's lease
+    is renewed; when it is over (returned, raised, or the task cancelled) the cluster is
+    deleted (delete_cluster), as follow_ray_job deletes a job's."""
+    import contextlib
+    import json
+    import sys
+
+    from . import driver as ray_driver
+    from . import results, s3
+
+    c = Checker()
+    lease.check(c, lease_seconds, renew_every_seconds)
+    if isinstance(kwargs, str):
+        try:
+            kwargs = json.loads(kwargs or "{}")
+        except ValueError as exc:
+            c.fail("kwargs", f"not JSON ({exc})", 'give a JSON object, as \'{"epochs": 8}\'')
+    if not isinstance(kwargs, (dict, str)) and kwargs is not None:
+        c.fail("kwargs", f"a JSON {type(kwargs).__name__}, not an object", 'give a JSON object, as \'{"epochs": 8}\'')
+    c.done()
+    if output_uri:
+        target = results.results_uri(output_uri)
+    fn = ray_driver.load_function(driver, function, embedded_root)
+    ns = _namespace(namespace)
+    renewer = _renewer(cluster_name, ns, lease_seconds, renew_every_seconds)
+    stop = threading.Event()
+
+    def renew() -> None:  # a daemon thread: it ends with the task's process
+        while renewer is not None and not stop.wait(1.0):
+            renewer()
+
+    threading.Thread(target=renew, name="renew-lease", daemon=True).start()
+    tee_out, tee_err = ray_driver.Tee(sys.stdout), ray_driver.Tee(sys.stderr)
+    env = {k: v for k, v in (("KFP_RAY_DATA", data_uri), ("KFP_RAY_OUTPUT", output_uri)) if v}
+    saved = {k: os.environ.get(k) for k in env}
+    started = time.monotonic()
+    deleting = bool(delete_cluster and cluster_name)
+    with sigterm_raises():
+        try:
+            try:
+                with contextlib.redirect_stdout(tee_out), contextlib.redirect_stderr(tee_err):
+                    os.environ.update(env)
+                    with ray_driver.connected(cluster_name, ns, dashboard_url):
+                        log(f"running {function}() of {driver}")
+                        value = fn(**(kwargs or {}))
+                seconds = round(time.monotonic() - started, 2)
+                log(f"{function}() returned after {seconds:.1f}s")
+                if output_uri and isinstance(value, dict):
+                    bucket, key = s3.split(target)
+                    s3.client().put_object(Bucket=bucket, Key=key, Body=json.dumps(value, indent=2, default=str).encode())
+                    log(f"wrote {target}")
+            except Cancelled as exc:
+                stop.set()
+                if deleting:
+                    log(f"the task was cancelled: deleting RayCluster {cluster_name} now")
+                    at = exc.at
+                    _delete_by(cluster_name, ns, cleanup_deadline(exc), lambda: f"+{time.monotonic() - at:.2f}s")
+                raise
+            except Exception:
+                stop.set()
+                if deleting:
+                    _delete_when_over(cluster_name, ns, jobs.OUTAGE_TOLERANCE)
+                raise
+            stop.set()
+            if deleting:
+                _delete_when_over(cluster_name, ns, jobs.OUTAGE_TOLERANCE)
+            return value, seconds
+        finally:
+            stop.set()
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            if log_path:
+                _write_log(log_path, tee_out.text() + tee_err.text())
 
 
 TEARDOWN_TIMEOUT = 300.0

@@ -9,8 +9,7 @@ Webhook (mraycluster/vraycluster.ray.openshift.ai, on create and update):
 - mTLS: MY_POD_IP, RAY_USE_TLS=1 and RAY_TLS_* env on the Ray container of every group,
   the `create-cert` init container, the `ca-vol` / `server-cert` volumes and mounts;
 - validation: `enableIngress: true` is refused.
-The sandbox's own Ray processes run without TLS (the kubelet drops RAY_USE_TLS/RAY_TLS_*:
-there are no certificates on disk), but the pod specs carry what the operator writes.
+The kubelet runs create-cert (podcerts.py), so the sandbox's Ray runs with that mTLS too.
 
 Controller (driven by the KubeRay controller's pass, before KubeRay, so the service account
 exists before KubeRay creates the head pod):

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import random
 import shlex
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from ..apiserver import errors
 from ..apiserver.errors import ApiError
 from ..apiserver.store import now_rfc3339
 from ..raynode import PodProcess, RayNode, free_port
+from . import podcerts
 from .backoff import Backoff, go_duration
 from .base import Controller, log, record_event
 
@@ -58,8 +60,6 @@ NODE_SHUTDOWN_GRACE_S = 2.0  # the sandbox going down: each pod's grace (the san
 MIN_GRACE = 2.0  # kuberuntime's minimumGracePeriodInSeconds
 # The head's Ray ports: `ray start` flag -> the port Ray uses when the flag is absent.
 HEAD_PORT_FLAGS = {"port": 6379, "dashboard-port": 8265, "ray-client-server-port": 10001, "metrics-export-port": 8080}
-# Env the CodeFlare webhook adds for Ray's mTLS: dropped, the sandbox's Ray runs without TLS.
-TLS_ENV = ("RAY_USE_TLS", "RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY", "RAY_TLS_CA_CERT")
 FOLD = "sandbox.kfp-ray.io/fold"  # "0": folded into another node; "k": runs k replicas' resources
 MAX_BACKOFF_FACTOR = 30  # MaxContainerBackOff 300 s / backOffPeriod 10 s
 SYNC_JITTER = 0.5  # pod worker: wait.Jitter(backOffPeriod, workerBackOffPeriodJitterFactor 0.5)
@@ -247,6 +247,8 @@ class Kubelet(Controller):
         self.forwarder = forwarder  # gives pods their container ports (sandbox/proxy.py)
         self.pod_t = self.rt("", "pods")
         self.svc_t = self.rt("", "services")
+        self.secret_t = self.rt("", "secrets")
+        self.volume_root = root / "volumes"  # each pod's secret and emptyDir volumes (podcerts.py)
         self.pods: dict[str, PodRuntime] = {}
         self.lock = threading.Lock()
         self.stoppers: list[threading.Thread] = []
@@ -613,7 +615,7 @@ class Kubelet(Controller):
             account = {"ca.crt": self.ca_pem, "namespace": rt.ns.encode(), **({"token": token.encode()} if token else {})}
         try:
             process = ContainerProcess(rt.name, self.root, command, env, service_account=account,
-                                       workdir=container.get("workingDir", ""))
+                                       workdir=container.get("workingDir", ""), hosts=self._hosts(rt))
             rt.node = process
             rt.log_marks.append(process.log_size())
             rt.starts += 1
@@ -634,6 +636,20 @@ class Kubelet(Controller):
         code = process.exit_code()
         rt.exit_codes = {c["name"]: (code or 0) if c is container else 0 for c in current["spec"].get("containers") or []}
         self._refresh(rt)
+
+    def _hosts(self, rt: PodRuntime) -> str:
+        """The pod's /etc/hosts: the machine's, then each Service's names (cluster DNS)."""
+        try:
+            lines = [Path("/etc/hosts").read_text().rstrip("\n")]
+        except OSError:
+            lines = ["127.0.0.1 localhost"]
+        svcs, _ = self.store.list(self.svc_t, None)
+        for s in svcs:
+            ip, name, ns = s["spec"].get("clusterIP"), s["metadata"]["name"], s["metadata"]["namespace"]
+            if ip and ip != "None":
+                short = [name] if ns == rt.ns else []
+                lines.append(" ".join([ip, f"{name}.{ns}.svc", f"{name}.{ns}.svc.cluster.local", *short]))
+        return "\n".join(lines) + "\n"
 
     def _cannot_start(self, rt: PodRuntime, pod: dict, container: dict, why: str) -> None:
         """A container that could not be created: the pod fails (exit code 128), and says why."""
@@ -720,7 +736,10 @@ class Kubelet(Controller):
             env = container_env(self.store, self.registry, current)
         except ConfigError:
             return None
-        env = {k: v for k, v in env.items() if k not in TLS_ENV}  # no certificates here: Ray TLS stays off
+        mounts = self._volumes(rt, current)
+        if mounts is None:
+            return None
+        env = podcerts.map_paths(env, mounts)  # RAY_USE_TLS and RAY_TLS_*: Ray runs with mTLS, as on RHOAI
         if rt.head:
             ports = head_container_ports(current)
             real = {flag: free_port() for flag in ports}
@@ -736,6 +755,30 @@ class Kubelet(Controller):
         return RayNode(rt.name, rt.ip, head=False, num_cpus=cpu * fold, num_gpus=gpu * fold, memory=mem * fold,
                        root=self.root, gcs_address=gcs, env=env,
                        head_temp_dir=head.node.temp_dir if head.node is not None else None)
+
+    def _volumes(self, rt: PodRuntime, pod: dict) -> dict[str, str] | None:
+        """The Ray container's secret and emptyDir volumes, and CodeFlare's create-cert
+        (podcerts.py): mount path -> directory here. None: the pod was deleted while a
+        secret it mounts was missing (the kubelet retries the mount until then)."""
+        svcs, _ = self.store.list(self.svc_t, rt.ns, lambda s: (s["metadata"].get("labels") or {}).get("ray.io/cluster") == rt.cluster
+                                  and (s["metadata"].get("labels") or {}).get("ray.io/node-type") == "head")
+        ips = [s["spec"]["clusterIP"] for s in svcs if s["spec"].get("clusterIP") not in (None, "", "None")]
+
+        def read_secret(name):
+            secret = self.store.find(self.secret_t, rt.ns, name)
+            return None if secret is None else secret.get("data") or {}
+
+        wait, warned = 0.1, False
+        while not rt.stopping:
+            try:
+                return podcerts.prepare(pod, self.volume_root / rt.uid, read_secret, rt.ip, ips)
+            except podcerts.MissingSecret as exc:
+                if not warned:
+                    self._event(pod, "Warning", "FailedMount", str(exc))
+                    warned = True
+            time.sleep(wait)
+            wait = min(wait * 2, 2.0)
+        return None
 
     def _restart_workers(self, head: PodRuntime) -> None:
         with self.lock:
@@ -813,6 +856,7 @@ class Kubelet(Controller):
                 self.terminating.pop(rt.uid, None)
                 if self.pods.get(rt.uid) is rt:
                     del self.pods[rt.uid]
+            shutil.rmtree(self.volume_root / rt.uid, ignore_errors=True)
             if rt.ip:
                 self.network.release(rt.ip)
 

@@ -16,6 +16,8 @@ from kfp_ray.pipelines import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_TASKS = ("provision-ray-cluster", "submit-ray-job", "follow-ray-job", "teardown-ray-cluster")
+# the Ray client driver pipeline (seed demo 2) has no job: its driver task is the cluster's user
+DRIVER_TASKS = ("provision-ray-cluster", "run-ray-driver", "teardown-ray-cluster")
 TRAINING = [name for name in registry.PIPELINES if name != "kfp_ray_gc"]  # the sweeper has no cluster of its own
 
 
@@ -32,12 +34,13 @@ def test_compiled_yaml_loads_with_exit_handler_no_caching_and_the_data_connectio
     assert exit_tasks == ["teardown-ray-cluster"]
     handler = next(body for t, body in dag.items() if t.startswith("exit-handler"))
     inner = spec["components"][handler["componentRef"]["name"]]["dag"]["tasks"]
-    for task in CLUSTER_TASKS:
+    tasks = DRIVER_TASKS if name == "interactive_train" else CLUSTER_TASKS
+    for task in tasks:
         body = inner.get(task) or dag.get(task)
         assert body["cachingOptions"] == {}, f"{task} must not be cached"
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     secret_users = {k for k, v in executors.items() if "secretAsEnv" in v}
-    assert {"exec-stage-dataset", "exec-submit-ray-job", "exec-publish-training-results"} <= secret_users
+    assert {"exec-stage-dataset", f"exec-{tasks[1]}", "exec-publish-training-results"} <= secret_users
     mount = executors["exec-stage-dataset"]["secretAsEnv"][0]
     assert mount["secretNameParameter"]["componentInputParameter"].endswith("data_connection")  # the pipeline parameter
     assert {m["envVar"] for m in mount["keyToEnv"]} >= {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT"}

@@ -1,0 +1,59 @@
+"""Seed demo 2: a Ray client driver as a pipeline step. The pipeline task connects to its
+Kueue-queued RayCluster with ray.init("ray://..."), over the CodeFlare operator's mTLS, and
+trains with Ray Train from there; Ray Train checkpoints to S3 through the data connection."""
+
+from pathlib import Path
+
+from kfp import dsl
+
+from kfp_ray.components.provision_ray_cluster.component import provision_ray_cluster
+from kfp_ray.components.publish_training_results.component import publish_training_results
+from kfp_ray.components.run_ray_driver.component import run_ray_driver_with_code
+from kfp_ray.components.stage_dataset.component import stage_dataset
+from kfp_ray.components.teardown_ray_cluster.component import teardown_ray_cluster
+from kfp_ray.pipelines.common import RUN_ID, with_data_connection
+
+# The drivers (pipelines/drivers), embedded in the driver task as `code/`.
+run_with_drivers = run_ray_driver_with_code(Path(__file__).resolve().parent.parent / "drivers")
+
+
+@dsl.pipeline(name="interactive-train", description="Ray Train from a Ray client driver in the pipeline task (mTLS to "
+              "the Kueue-queued RayCluster's client port), digits data from S3, checkpoints to S3, metrics and report.")
+def interactive_train(
+    epochs: int = 8,
+    learning_rate: float = 0.5,
+    train_workers: int = 2,
+    data_connection: str = "aws-connection-minio",
+    s3_prefix: str = "",
+    local_queue: str = "",
+    image: str = "",
+    num_workers: int = 1,
+    head_cpu: str = "1",
+    head_memory: str = "2Gi",
+    worker_cpu: str = "2",
+    worker_memory: str = "2Gi",
+    admission_timeout: int = 600,
+    startup_timeout: int = 900,
+):
+    teardown = teardown_ray_cluster(run_id=RUN_ID)
+    teardown.set_caching_options(False)
+    with dsl.ExitHandler(teardown, name="train-on-ray"):
+        stage = with_data_connection(stage_dataset(dataset="digits", run_id=RUN_ID, s3_prefix=s3_prefix), data_connection)
+        cluster = provision_ray_cluster(
+            run_id=RUN_ID, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER, task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
+            local_queue=local_queue, image=image, num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory,
+            worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=0, tolerations=[],
+            data_connection=data_connection, admission_timeout=admission_timeout, startup_timeout=startup_timeout)
+        driver = with_data_connection(run_with_drivers(
+            dashboard_url=cluster.outputs["dashboard_url"], cluster_name=cluster.outputs["cluster_name"],
+            namespace=cluster.outputs["namespace"], driver="code/interactive_train.py", function="train",
+            kwargs=f'{{"epochs": {epochs}, "learning_rate": {learning_rate}, "num_workers": {train_workers}}}',
+            data_uri=stage.outputs["data_uri"], output_uri=stage.outputs["output_uri"]), data_connection)
+        publish = with_data_connection(publish_training_results(
+            output_uri=stage.outputs["output_uri"], run_id=RUN_ID, job_log=driver.outputs["log"],
+            job_metrics=driver.outputs["metrics"], title="interactive_train", cluster_name=cluster.outputs["cluster_name"],
+            cluster_shape=cluster.outputs["shape"], queued_seconds=cluster.outputs["queued_seconds"],
+            starting_seconds=cluster.outputs["starting_seconds"], job_seconds=driver.outputs["duration_seconds"]),
+            data_connection)
+        for task in (stage, cluster, driver, publish):
+            task.set_caching_options(False)

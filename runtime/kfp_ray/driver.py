@@ -1,0 +1,239 @@
+"""A Python function run as a Ray client driver against a provisioned RayCluster: the CodeFlare
+demo 2 way (`ray.init("ray://<cluster>-head-svc.<ns>.svc:10001")`), from a pipeline task.
+
+On OpenShift AI the CodeFlare operator puts the Ray client port behind mutual TLS: every Ray
+process of the cluster has RAY_USE_TLS=1 and a server certificate signed by the cluster's CA
+(secret `<cluster>-ca-secret-<hash>`, labelled ray.openshift.ai/cluster-name). A client must
+present a certificate signed by that CA, and must dial the head Service by its DNS name (the
+name the head's certificate carries; its clusterIP is not in it). client_certificate() makes
+that certificate as the CodeFlare SDK's generate_cert.generate_tls_cert does (RSA 3072, the
+same extensions and names), into a private directory that is removed when the driver ends, and
+exports RAY_USE_TLS / RAY_TLS_* for the Ray client as the SDK's export_env does.
+
+A Ray client only works against the same Ray version (and Python minor version) as the
+cluster's: check_ray_version() compares them before connecting and says what to change.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime
+import io
+import ipaddress
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from . import kube, rayclusters
+from .errors import KfpRayError
+from .wait import Backoff, log
+
+CLIENT_PORT = 10001  # KubeRay's default `client` port of the head Service
+CA_WAIT_S = 120.0  # the operator writes the CA secret with the cluster; a fresh one may lag
+CLUSTER_LABEL = "ray.openshift.ai/cluster-name"
+TLS_ENV = ("RAY_USE_TLS", "RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY", "RAY_TLS_CA_CERT")
+
+
+class DriverError(KfpRayError):
+    """The driver could not connect to the cluster, or its function could not be loaded."""
+
+
+def client_address(cluster_name: str, namespace: str) -> str:
+    """`ray://<cluster>-head-svc.<ns>.svc:<client port>`, the port read from the head Service
+    (the name is the one the head's mTLS certificate carries)."""
+    svc = kube.call(kube.core().read_namespaced_service, f"{cluster_name}-head-svc", namespace,
+                    what="read the head Service")
+    port = next((p.port for p in svc.spec.ports or [] if p.name == "client"), None)
+    if port is None:
+        raise DriverError(f"the head Service {cluster_name}-head-svc has no `client` port: the RayCluster's head "
+                          "does not serve Ray clients. Fix: keep KubeRay's default head ports (client 10001)")
+    return f"ray://{cluster_name}-head-svc.{namespace}.svc:{port}"
+
+
+def tls_required(cluster_name: str, namespace: str) -> bool:
+    """Whether the cluster's Ray runs with RAY_USE_TLS (the CodeFlare webhook sets it on OpenShift AI)."""
+    rc = rayclusters.get(cluster_name, namespace)
+    if rc is None:
+        raise DriverError(f"RayCluster {cluster_name} is not in namespace {namespace}: it was deleted, or never "
+                          "provisioned. Fix: wire provision_ray_cluster's cluster_name and namespace outputs")
+    spec = ((rc.get("spec") or {}).get("headGroupSpec") or {}).get("template", {}).get("spec") or {}
+    ray = (spec.get("containers") or [{}])[0]
+    env = {e.get("name"): str(e.get("value", "")) for e in ray.get("env") or []}
+    return env.get("RAY_USE_TLS", "0").lower() in ("1", "true")
+
+
+def ca_secret(cluster_name: str, namespace: str, timeout: float = CA_WAIT_S) -> dict:
+    """The cluster's CA secret data (base64 values), as generate_cert.get_secret_name finds it:
+    labelled with the cluster's name, named `<cluster>-ca-secret-...` (CodeFlare operator
+    v1.16) or `ca-secret-<cluster>` (before)."""
+    deadline = time.monotonic() + timeout
+    backoff = Backoff(0.5, 1.5, 5.0)
+    names = (f"{cluster_name}-ca-secret-", f"ca-secret-{cluster_name}")
+    while True:
+        secrets = kube.call(kube.core().list_namespaced_secret, namespace,
+                            label_selector=f"{CLUSTER_LABEL}={cluster_name}", what="list the cluster's CA secret")
+        for s in secrets.items:
+            if s.metadata.name.startswith(names[0]) or s.metadata.name == names[1]:
+                return dict(s.data or {})
+        if time.monotonic() >= deadline:
+            raise DriverError(f"no CA secret for RayCluster {cluster_name} in {namespace} after {timeout:.0f}s (a secret "
+                              f"labelled {CLUSTER_LABEL}={cluster_name}, named {names[0]}<hash>): the cluster's Ray "
+                              "runs with mTLS but the CodeFlare operator wrote no CA. Fix: check the codeflare "
+                              "component of the DataScienceCluster and the operator's logs")
+        log(f"waiting for the CA secret of RayCluster {cluster_name} (the CodeFlare operator writes it)")
+        time.sleep(min(backoff.next(), max(0.0, deadline - time.monotonic())))
+
+
+def client_certificate(data: dict, cluster_name: str, namespace: str, directory: str, days: int = 30) -> dict[str, str]:
+    """Write ca.crt, tls.crt and tls.key (0600) for a Ray client into `directory`, signed by the
+    cluster's CA as codeflare_sdk.common.utils.generate_cert.generate_tls_cert (0.34) signs
+    them; return the env that export_env sets."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    ca_b64 = data.get("ca.crt") or data.get("tls.crt")
+    key_b64 = data.get("tls.key") or data.get("ca.key")
+    if not ca_b64 or not key_b64:
+        raise DriverError(f"the CA secret of RayCluster {cluster_name} has no CA certificate and key (keys: "
+                          f"{sorted(data)}). Fix: let the CodeFlare operator recreate it (delete the secret)")
+    ca_pem = base64.b64decode(ca_b64)
+    ca_cert = x509.load_pem_x509_certificate(ca_pem)
+    ca_key = serialization.load_pem_private_key(base64.b64decode(key_b64), None)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=3072)
+    svc = f"{cluster_name}-head-svc"
+    one_day = datetime.timedelta(days=1)
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder()
+            .issuer_name(ca_cert.subject).subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "local")]))
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - one_day).not_valid_after(now + one_day * days)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
+                                         data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=True)
+            .add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"), x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")),
+                x509.IPAddress(ipaddress.IPv6Address("::1")), x509.DNSName(svc), x509.DNSName(f"{svc}.{namespace}.svc"),
+                x509.DNSName(f"{svc}.{namespace}.svc.cluster.local")]), critical=False)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    files = {"ca.crt": ca_pem, "tls.crt": cert.public_bytes(serialization.Encoding.PEM),
+             "tls.key": key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption())}
+    for name, content in files.items():
+        fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+    return {"RAY_USE_TLS": "1", "RAY_TLS_SERVER_CERT": os.path.join(directory, "tls.crt"),
+            "RAY_TLS_SERVER_KEY": os.path.join(directory, "tls.key"), "RAY_TLS_CA_CERT": os.path.join(directory, "ca.crt")}
+
+
+def check_ray_version(dashboard_url: str, local: str | None = None) -> str:
+    """The cluster's Ray version, once it equals this task's (`local`: ray.__version__)."""
+    from .jobs import RayJobsClient
+
+    if local is None:
+        import ray
+
+        local = ray.__version__
+    remote = str(RayJobsClient(dashboard_url).version().get("ray_version", ""))
+    if remote and remote != local:
+        raise DriverError(f"the RayCluster runs Ray {remote} and this task has Ray {local}: a Ray client must have the "
+                          f"cluster's Ray version exactly. Fix: give the pipeline's `image` a Ray {local} image (as "
+                          f"quay.io/modh/ray:{local}-py311-cu121), or run this component with ray=={remote}")
+    return remote or local
+
+
+def load_function(driver: str, function: str, embedded_root: str | None = None):
+    """`function` of the Python file `driver`: a path in the component's embedded code
+    ("code/train.py"), or an s3:// URI read with the data connection."""
+    if not function.isidentifier():
+        raise DriverError(f"function: {function!r} is not a Python name. Fix: name the function to call, e.g. 'main'")
+    if driver.startswith("s3://"):
+        from . import s3
+
+        bucket, key = s3.split(driver)
+        source = s3.client().get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+        path = driver
+    else:
+        path = os.path.join(embedded_root or os.getcwd(), driver)
+        if not os.path.isfile(path):
+            raise DriverError(f"driver: {driver!r} is not a file of this component's code (looked at {path}). Fix: give a "
+                              "path under the embedded code, as 'code/<file>.py', or an s3:// URI of a .py file")
+        with open(path) as fh:
+            source = fh.read()
+    module = type(sys)("kfp_ray_driver")
+    module.__file__ = path
+    exec(compile(source, path, "exec"), module.__dict__)  # noqa: S102 - the user's driver code, as `python driver.py`
+    fn = module.__dict__.get(function)
+    if not callable(fn):
+        raise DriverError(f"function: {driver} has no function {function!r}. Fix: name one it defines")
+    return fn
+
+
+@contextlib.contextmanager
+def connected(cluster_name: str, namespace: str, dashboard_url: str):
+    """ray.init() as a Ray client of the cluster, with the mTLS client certificate when its Ray
+    runs with TLS; ray.shutdown() and the certificate removed afterwards."""
+    import ray
+
+    check_ray_version(dashboard_url)
+    address = client_address(cluster_name, namespace)
+    saved = {k: os.environ.get(k) for k in TLS_ENV}
+    directory = tempfile.mkdtemp(prefix="kfp-ray-tls-")
+    try:
+        if tls_required(cluster_name, namespace):
+            env = client_certificate(ca_secret(cluster_name, namespace), cluster_name, namespace, directory)
+            os.environ.update(env)  # read by the Ray client when it connects (as the SDK's export_env)
+            log(f"mTLS: client certificate signed by RayCluster {cluster_name}'s CA")
+        else:
+            for k in TLS_ENV:
+                os.environ.pop(k, None)
+        log(f"connecting to {address} as a Ray client")
+        started = time.monotonic()
+        try:
+            ray.init(address=address, log_to_driver=True)
+        except Exception as exc:  # noqa: BLE001 - said in the user's terms
+            raise DriverError(f"could not connect to {address} as a Ray client ({type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0][:300] if str(exc) else ''}). Fix: check that this task runs "
+                              "in the cluster's namespace and that the head pod is ready") from None
+        log(f"connected in {time.monotonic() - started:.1f}s")
+        try:
+            yield address
+        finally:
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class Tee(io.TextIOBase):
+    """Writes go to the stream (the pod's log) and are kept for the log artifact."""
+
+    def __init__(self, stream):
+        self.stream, self.parts = stream, []
+
+    def write(self, s):
+        self.parts.append(s)
+        self.stream.write(s)
+        self.stream.flush()
+        return len(s)
+
+    def flush(self):
+        self.stream.flush()
+
+    def text(self) -> str:
+        return "".join(self.parts)

@@ -1,0 +1,41 @@
+"""Seed demo 2 runs green from its compiled YAML: the pipeline task is a Ray client driver
+of its RayCluster, over the mTLS that the sandbox's Ray serves as RHOAI's does, and Ray Train
+checkpoints land in S3."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.pipelines.cli_runs import run_cli, summary_metrics
+
+pytestmark = pytest.mark.ray
+
+
+def test_interactive_train_through_the_cli(tmp_path):
+    run = run_cli("interactive_train", "epochs=3", keep=tmp_path / "out")
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    out = run.stdout
+    assert "interactive_train: SUCCEEDED" in out
+    # the driver connected by the head Service's DNS name, with a certificate from the cluster's CA
+    assert re.search(r"run-ray-driver \| \[kfp-ray\] mTLS: client certificate signed by RayCluster \S+'s CA", out)
+    assert re.search(r"connecting to ray://ray-\S+-head-svc\.sandbox\.svc:10001 as a Ray client", out)
+    # its output and its Ray Train workers' output stream into the task's log, live
+    assert re.search(r"run-ray-driver \| .*\(RayTrainWorker pid=\d+.*Reporting training result 3", out)
+    assert "run-ray-driver | best epoch" in out
+    # the quota goes as soon as the driver is done, not only in the exit handler
+    assert re.search(r"run-ray-driver \| \[kfp-ray\] deleted RayCluster", out)
+    m = summary_metrics(out)
+    assert m["accuracy"] > 0.8 and m["checkpoints"] == 3  # 10 digit classes: chance is 10%
+    assert re.search(r"in S3 under s3://kfp-ray/runs/\S+: \d+ objects, [3-9]\d* checkpoint files", out)
+    model = re.search(r"model: (s3://kfp-ray/runs/\S+/checkpoints/interactive_train/checkpoint_\S+/weights.npy)", out)
+    assert model, out[-3000:]
+    outputs = tmp_path / "out"
+    result = json.loads(next(outputs.glob("**/run-ray-driver/*/executor_output.json")).read_text())
+    returned = json.loads(result["parameterValues"]["result"])
+    assert returned["model_uri"] == model.group(1) and len(returned["history"]["series"]["test_accuracy"]) == 3
+    html = next(outputs.glob("**/publish-training-results/*/html_report")).read_text()
+    assert all(f'data-phase="{p}"' in html for p in ("queued", "starting", "job"))
+    assert html.count('class="cell"') == 100 and "checkpoints" in html  # the 10x10 confusion matrix
