@@ -4,6 +4,7 @@ cluster down in an exit handler whatever happens."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from kfp import dsl, kubernetes
@@ -13,9 +14,9 @@ from kfp_ray.components.provision_ray_cluster.component import provision_ray_clu
 from kfp_ray.components.publish_training_results.component import publish_training_results
 from kfp_ray.components.stage_dataset.component import stage_dataset
 from kfp_ray.components.submit_ray_job.component import submit_ray_job_with_code
-from kfp_ray.components.teardown_ray_cluster.component import teardown_ray_cluster
+from kfp_ray.pipelines.finish import finish_run
 
-RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER
+RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER  # (finish.py has its own: it cannot import this module)
 # The demo jobs' code (pipelines/jobs), embedded in the submit task as `code/`.
 submit_with_jobs = submit_ray_job_with_code(Path(__file__).resolve().parent / "jobs")
 # The data connection secret's keys, as RHOAI writes them, mounted as the same env names.
@@ -48,15 +49,23 @@ def data_connection_env(secret: dict[str, str]) -> dict[str, str]:
     return {env: secret[key] for key, env in keys.items() if key in secret}
 
 
+@contextlib.contextmanager
+def exit_handlers(title: str):
+    """The run's tasks go inside; whatever becomes of them, finish_run then deletes the run's
+    clusters and writes a report that says where the run failed and why."""
+    finish = finish_run(title=title)
+    finish.set_caching_options(False)
+    with dsl.ExitHandler(finish, name="train-on-ray"):
+        yield
+
+
 def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s3_prefix, local_queue, image,
                  num_workers, head_cpu, head_memory, worker_cpu, worker_memory, worker_gpus, tolerations,
                  admission_timeout, startup_timeout, job_timeout, pip=None, requirements_file="",
                  install_requirements=True, pip_index_url="", pip_trusted_host="", title="Ray training run"):
     """Wire the tasks of a training run inside a pipeline function (`title`: the HTML report's). Every task has caching
     off: each run must get a cluster and a job of its own."""
-    teardown = teardown_ray_cluster(run_id=RUN_ID)
-    teardown.set_caching_options(False)
-    with dsl.ExitHandler(teardown, name="train-on-ray"):
+    with exit_handlers(title):
         stage = with_data_connection(stage_dataset(dataset=dataset, run_id=RUN_ID, s3_prefix=s3_prefix), data_connection)
         cluster = provision_ray_cluster(
             run_id=RUN_ID, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER, task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
@@ -79,7 +88,8 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
             output_uri=stage.outputs["output_uri"], run_id=RUN_ID, job_log=follow.outputs["job_log"],
             job_metrics=follow.outputs["metrics"], title=title, cluster_name=cluster.outputs["cluster_name"],
             cluster_shape=cluster.outputs["shape"], queued_seconds=cluster.outputs["queued_seconds"],
-            starting_seconds=cluster.outputs["starting_seconds"], job_seconds=follow.outputs["duration_seconds"]),
+            starting_seconds=cluster.outputs["starting_seconds"], job_seconds=follow.outputs["duration_seconds"],
+            teardown_seconds=follow.outputs["teardown_seconds"]),
             data_connection)
         for task in (stage, cluster, job, follow, publish):
             task.set_caching_options(False)

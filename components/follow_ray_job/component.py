@@ -19,7 +19,7 @@ def follow_ray_job(
     outage_tolerance_seconds: float = 600.0,
     lease_seconds: int = 600,
     renew_every_seconds: int = 60,
-) -> NamedTuple("FollowOutputs", [("status", str), ("duration_seconds", float)]):
+) -> NamedTuple("FollowOutputs", [("status", str), ("duration_seconds", float), ("teardown_seconds", float)]):
     """Follow a Ray job to its end, streaming its logs into this task's log.
 
     Polls with backoff (from 0.2 s up to max_poll_seconds). SUCCEEDED, FAILED and STOPPED
@@ -60,6 +60,8 @@ def follow_ray_job(
         metrics: Metrics reported by the job.
         status: The job's final status.
         duration_seconds: How long the job ran.
+        teardown_seconds: How long deleting the cluster took once the job was over, until it
+            was gone and its quota free (0 without delete_cluster).
     """
     from collections import namedtuple
 
@@ -73,5 +75,5 @@ def follow_ray_job(
     for name, value in sorted(result.metrics.items()):
         metrics.log_metric(name, value)
     metrics.log_metric("job_duration_seconds", result.duration_seconds)
-    out = namedtuple("FollowOutputs", ["status", "duration_seconds"])
-    return out(result.status, result.duration_seconds)
+    out = namedtuple("FollowOutputs", ["status", "duration_seconds", "teardown_seconds"])
+    return out(result.status, result.duration_seconds, result.teardown_seconds)

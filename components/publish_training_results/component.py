@@ -20,14 +20,19 @@ def publish_training_results(
     queued_seconds: float = 0.0,
     starting_seconds: float = 0.0,
     job_seconds: float = 0.0,
+    teardown_seconds: float = 0.0,
 ):
     """Publish a Ray training job's results to the RHOAI UI.
 
     Reads results.json that the job wrote to output_uri (see pipelines/jobs/README.md) and
     outputs: the model (a copy, with its S3 location in metadata `s3_uri`), the metrics
-    (accuracy, loss, training time, best trial...), a confusion matrix, and a Markdown
-    report with links to model, checkpoints and trial table in S3. Mount the data
-    connection secret as env (kfp-kubernetes use_secret_as_env).
+    (accuracy, loss, training time, best trial...), a confusion matrix, a Markdown report
+    with links to model, checkpoints and trial table in S3, and html_report, a page the UI
+    renders (no scripts, fonts or network): the run's timeline as bars (queued, starting,
+    job, teardown), the training curves with the best epoch or trial marked, the confusion
+    matrix as a heatmap, the metrics, best hyperparameters, the cluster's shape and queue,
+    and the S3 locations. Mount the data connection secret as env (kfp-kubernetes
+    use_secret_as_env).
 
     A job that wrote no results.json (any training script of your own) does not fail the
     run: the report says so and shows what there is (the metrics the job printed as
@@ -45,13 +50,16 @@ def publish_training_results(
         queued_seconds: provision_ray_cluster's queued_seconds: the timeline's first bar.
         starting_seconds: provision_ray_cluster's starting_seconds: the timeline's second bar.
         job_seconds: follow_ray_job's duration_seconds: the timeline's job bar.
+        teardown_seconds: follow_ray_job's teardown_seconds: the timeline's last bar, until
+            the cluster was gone and its quota free.
     """
     from kfp_ray import report as html
     from kfp_ray import results as res
 
     # the HTML report (KFP's UI renders it): phases laid end to end from the tasks' durations
     phases, t = [], 0.0
-    for name, seconds in (("queued", queued_seconds), ("starting", starting_seconds), ("job", job_seconds)):
+    for name, seconds in (("queued", queued_seconds), ("starting", starting_seconds), ("job", job_seconds),
+                          ("teardown", teardown_seconds)):
         if seconds and seconds > 0:
             phases.append(html.Phase(name, t, t + seconds))
             t += seconds

@@ -20,7 +20,7 @@ def run_ray_driver(
     delete_cluster: bool = True,
     lease_seconds: int = 600,
     renew_every_seconds: int = 60,
-) -> NamedTuple("DriverOutputs", [("result", str), ("duration_seconds", float)]):
+) -> NamedTuple("DriverOutputs", [("result", str), ("duration_seconds", float), ("teardown_seconds", float)]):
     """Run a Python function as a Ray client driver of a provisioned RayCluster
     (ray.init("ray://<cluster>-head-svc.<namespace>.svc:10001"), as CodeFlare's second demo
     notebook does), streaming its output, and its Ray tasks' output, into this task's log.
@@ -59,6 +59,7 @@ def run_ray_driver(
         metrics: The numbers of the result's "metrics" (a dict result).
         result: What the function returned, as JSON.
         duration_seconds: How long the function ran.
+        teardown_seconds: How long deleting the cluster took afterwards, until it was gone.
     """
     import json
     import os
@@ -69,7 +70,7 @@ def run_ray_driver(
     from kfp_ray.tasks import drive
 
     embedded_root = os.path.dirname(os.path.dirname(kfp_ray.__file__))
-    value, seconds = drive(dashboard_url=dashboard_url, cluster_name=cluster_name, namespace=namespace, driver=driver,
+    value, seconds, teardown = drive(dashboard_url=dashboard_url, cluster_name=cluster_name, namespace=namespace, driver=driver,
                            function=function, kwargs=kwargs, data_uri=data_uri, log_path=log.path, embedded_root=embedded_root,
                            output_uri=output_uri, delete_cluster=delete_cluster, lease_seconds=lease_seconds,
                            renew_every_seconds=renew_every_seconds)
@@ -77,8 +78,8 @@ def run_ray_driver(
     for name, number in numeric(value.get("metrics") or {} if isinstance(value, dict) else {}).items():
         metrics.log_metric(name, number)
     metrics.log_metric("driver_duration_seconds", seconds)
-    out = namedtuple("DriverOutputs", ["result", "duration_seconds"])
-    return out(json.dumps(value, default=str), seconds)
+    out = namedtuple("DriverOutputs", ["result", "duration_seconds", "teardown_seconds"])
+    return out(json.dumps(value, default=str), seconds, teardown)
 
 
 _run_ray_driver = run_ray_driver

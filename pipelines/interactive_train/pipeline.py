@@ -10,8 +10,7 @@ from kfp_ray.components.provision_ray_cluster.component import provision_ray_clu
 from kfp_ray.components.publish_training_results.component import publish_training_results
 from kfp_ray.components.run_ray_driver.component import run_ray_driver_with_code
 from kfp_ray.components.stage_dataset.component import stage_dataset
-from kfp_ray.components.teardown_ray_cluster.component import teardown_ray_cluster
-from kfp_ray.pipelines.common import RUN_ID, with_data_connection
+from kfp_ray.pipelines.common import RUN_ID, exit_handlers, with_data_connection
 
 # The drivers (pipelines/drivers), embedded in the driver task as `code/`.
 run_with_drivers = run_ray_driver_with_code(Path(__file__).resolve().parent.parent / "drivers")
@@ -35,9 +34,7 @@ def interactive_train(
     admission_timeout: int = 600,
     startup_timeout: int = 900,
 ):
-    teardown = teardown_ray_cluster(run_id=RUN_ID)
-    teardown.set_caching_options(False)
-    with dsl.ExitHandler(teardown, name="train-on-ray"):
+    with exit_handlers("interactive_train"):
         stage = with_data_connection(stage_dataset(dataset="digits", run_id=RUN_ID, s3_prefix=s3_prefix), data_connection)
         cluster = provision_ray_cluster(
             run_id=RUN_ID, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER, task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
@@ -53,7 +50,8 @@ def interactive_train(
             output_uri=stage.outputs["output_uri"], run_id=RUN_ID, job_log=driver.outputs["log"],
             job_metrics=driver.outputs["metrics"], title="interactive_train", cluster_name=cluster.outputs["cluster_name"],
             cluster_shape=cluster.outputs["shape"], queued_seconds=cluster.outputs["queued_seconds"],
-            starting_seconds=cluster.outputs["starting_seconds"], job_seconds=driver.outputs["duration_seconds"]),
+            starting_seconds=cluster.outputs["starting_seconds"], job_seconds=driver.outputs["duration_seconds"],
+            teardown_seconds=driver.outputs["teardown_seconds"]),
             data_connection)
         for task in (stage, cluster, driver, publish):
             task.set_caching_options(False)

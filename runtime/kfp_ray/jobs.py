@@ -245,6 +245,7 @@ class JobResult:
     duration_seconds: float
     logs: str
     metrics: dict = field(default_factory=dict)
+    teardown_seconds: float = 0.0  # deleting the cluster once the job was over, until it was gone
 
 
 class Follower:

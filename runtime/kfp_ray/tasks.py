@@ -106,7 +106,7 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
                 raise
             _write_log(log_path, result.logs)
             if deleting:
-                _delete_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)
+                result.teardown_seconds = _delete_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)
             return result
         except Cancelled as exc:
             try:
@@ -136,10 +136,12 @@ def _write_log(path: str, text: str) -> None:
         log(f"could not write the job log to {path}: {exc}")
 
 
-def _delete_when_over(name: str, namespace: str, tolerance: float, heartbeat=None) -> None:
+def _delete_when_over(name: str, namespace: str, tolerance: float, heartbeat=None) -> float:
     """Delete the cluster of a job that is over and wait until it is gone, riding out an
     unreachable Kubernetes API for `tolerance` seconds (single tries, the outage paces them);
-    past that, the exit handler's teardown tries again (the job's result stands)."""
+    past that, the exit handler's teardown tries again (the job's result stands). Returns the
+    seconds it took (the run report's teardown bar)."""
+    started = time.monotonic()
     outage = Outage("the Kubernetes API", tolerance, consequence="The exit handler's teardown will delete it.")
     while True:
         beat(heartbeat)
@@ -147,13 +149,13 @@ def _delete_when_over(name: str, namespace: str, tolerance: float, heartbeat=Non
             rc = rayclusters.get(name, namespace, attempts=1)
             if rc is None:
                 outage.ok()
-                return
+                return round(time.monotonic() - started, 2)
             if not rayclusters.being_deleted(rc):
                 rayclusters.request_delete(name, namespace, rc["metadata"]["uid"], attempts=1)
             outage.ok()
             rayclusters.wait_gone(rc)
             log(f"deleted RayCluster {name} (lived {rayclusters.age_seconds(rc):.0f}s)")
-            return
+            return round(time.monotonic() - started, 2)
         except Exception as exc:  # noqa: BLE001 - transient: ridden out; else reported
             try:
                 if not is_transient(exc):
@@ -162,7 +164,7 @@ def _delete_when_over(name: str, namespace: str, tolerance: float, heartbeat=Non
             except Exception as final:  # noqa: BLE001 - the exit handler's teardown tries again
                 log(f"could not delete RayCluster {name} ({type(final).__name__}: {first_line(final, 400)}); "
                     "teardown will retry")
-                return
+                return round(time.monotonic() - started, 2)
         time.sleep(outage.pause())
 
 
@@ -221,7 +223,8 @@ def drive(dashboard_url: str, cluster_name: str, namespace: str, driver: str, fu
           delete_cluster: bool = True, lease_seconds: float = lease.DEFAULT_LEASE_S,
           renew_every_seconds: float = lease.DEFAULT_RENEW_S):
     """Run `function(**kwargs)` of `driver` as a Ray client driver of the cluster (driver.py),
-    its output streamed to this task's log and kept in log_path. Returns (its result, seconds).
+    its output streamed to this task's log and kept in log_path. Returns (its result, seconds
+    it ran, seconds the cluster's deletion took).
 
     kwargs: a dict, or its JSON text. KFP_RAY_DATA and KFP_RAY_OUTPUT are data_uri and
     output_uri while it runs (as a job's env has them); a dict it returns is also written to
@@ -289,9 +292,8 @@ def drive(dashboard_url: str, cluster_name: str, namespace: str, driver: str, fu
                     _delete_when_over(cluster_name, ns, jobs.OUTAGE_TOLERANCE)
                 raise
             stop.set()
-            if deleting:
-                _delete_when_over(cluster_name, ns, jobs.OUTAGE_TOLERANCE)
-            return value, seconds
+            teardown = _delete_when_over(cluster_name, ns, jobs.OUTAGE_TOLERANCE) if deleting else 0.0
+            return value, seconds, teardown
         finally:
             stop.set()
             for k, v in saved.items():
@@ -371,3 +373,31 @@ def sweep(namespace: str = "", all_namespaces: bool = False, delete: bool = True
         raise KfpRayError("could not delete RayClusters whose lease expired: " + "; ".join(
             f"{e.namespace}/{e.name}: {e.error}" for e in failed) + ". The next sweep tries again")
     return entries
+
+
+def report_run(state: str, error_message: str, run_id: str, title: str = "Ray training run",
+               namespace: str = "") -> str:
+    """The exit handler's HTML report (postmortem.py): where the run failed and why, and when
+    each task ran. Never raises: what it could not read, the page says."""
+    from . import postmortem
+    from . import report as html
+
+    pods: list = []
+    problem = ""
+    try:
+        pods = postmortem.task_pods(run_id, _namespace(namespace))
+    except Exception as exc:  # noqa: BLE001 - the report is best effort
+        problem = f"(the run's task pods could not be read: {type(exc).__name__}: {first_line(exc)})"
+    failed = [p for p in pods if p.log_tail]
+    locations = {"results": "publish-training-results › html_report"} if state == "SUCCEEDED" else {}
+    if state == "SUCCEEDED":
+        r = html.RunReport(run_id=run_id, title=title, status=state, phases=postmortem.timeline(pods),
+                           locations=locations)
+    else:
+        first = failed[0] if failed else None
+        why = (first.why if first else "") or first_line(error_message or "", 400) or problem or "no task pod failed"
+        log(f"the run ended {state}" + (f": task {first.task} failed: {why}" if first else f": {why}"))
+        r = html.RunReport(run_id=run_id, title=title, status=state if state != "SUCCEEDED" else "FAILED",
+                           failed_at=first.task if first else "", error=why, phases=postmortem.timeline(pods),
+                           log_tail=first.log_tail if first else problem)
+    return html.render(r)

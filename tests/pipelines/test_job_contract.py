@@ -12,13 +12,20 @@ from tests.pipelines.cli_runs import run_cli, summary_metrics
 pytestmark = pytest.mark.ray
 
 
-def test_a_job_without_its_requirements_fails_with_the_import_error_in_the_task_log():
+def test_a_job_without_its_requirements_fails_with_the_import_error_in_the_task_log(tmp_path):
     """The sandbox's Ray image is RHOAI's: no xgboost or boto3 unless runtime_env pip installs them."""
-    run = run_cli("xgboost_tune", "samples=2", "concurrent_trials=1", "num_workers=0", "install_requirements=false")
+    run = run_cli("xgboost_tune", "samples=2", "concurrent_trials=1", "num_workers=0", "install_requirements=false",
+                  keep=tmp_path / "out")
     assert run.returncode != 0
     out = run.stdout + run.stderr
     assert re.search(r"ModuleNotFoundError: No module named '(xgboost|boto3)'", out), out[-4000:]
     assert "xgboost_tune: FAILED" in out
+    # the exit handler's report still says where the run failed and why, with the log's end and the tasks' timeline
+    assert re.search(r"report-run \| \[kfp-ray\] the run ended FAILED: task follow-ray-job failed: .*No module named", out)
+    page = next((tmp_path / "out").glob("**/report-run/*/html_report")).read_text()
+    assert "Failed at follow-ray-job" in page and re.search(r"No module named &#x27;(xgboost|boto3)&#x27;", page)
+    assert all(f'data-phase="{p}"' in page for p in ("provision-ray-cluster", "submit-ray-job", "failed: follow-ray-job"))
+    assert 'id="failure"' in page and "<script" not in page
 
 
 def test_a_job_that_writes_no_results_json_still_succeeds_and_reports_what_it_printed(tmp_path):

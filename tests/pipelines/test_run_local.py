@@ -31,7 +31,7 @@ def test_xgboost_tune_through_the_cli(tmp_path):
     assert "Confusion matrix" in report and "Best trial" in report and "trials.csv" in report
     # the HTML report the UI renders (drawn and checked in Chromium by tests/report)
     html = next((tmp_path / "out").glob("**/publish-training-results/*/html_report")).read_text()
-    assert all(f'data-phase="{p}"' in html for p in ("queued", "starting", "job"))
+    assert all(f'data-phase="{p}"' in html for p in ("queued", "starting", "job", "teardown"))
     assert "best trial" in html and html.count('class="cell"') == 4 and "LocalQueue local-queue-test" in html
 
 
