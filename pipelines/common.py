@@ -14,9 +14,9 @@ from kfp_ray.components.provision_ray_cluster.component import provision_ray_clu
 from kfp_ray.components.publish_training_results.component import publish_training_results
 from kfp_ray.components.stage_dataset.component import stage_dataset
 from kfp_ray.components.submit_ray_job.component import submit_ray_job_with_code
-from kfp_ray.pipelines.finish import finish_run
+from kfp_ray.components.teardown_ray_cluster.component import teardown_ray_cluster
 
-RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER  # (finish.py has its own: it cannot import this module)
+RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER
 # The demo jobs' code (pipelines/jobs), embedded in the submit task as `code/`.
 submit_with_jobs = submit_ray_job_with_code(Path(__file__).resolve().parent / "jobs")
 # The data connection secret's keys, as RHOAI writes them, mounted as the same env names.
@@ -51,11 +51,11 @@ def data_connection_env(secret: dict[str, str]) -> dict[str, str]:
 
 @contextlib.contextmanager
 def exit_handlers(title: str):
-    """The run's tasks go inside; whatever becomes of them, finish_run then deletes the run's
-    clusters and writes a report that says where the run failed and why."""
-    finish = finish_run(title=title)
-    finish.set_caching_options(False)
-    with dsl.ExitHandler(finish, name="train-on-ray"):
+    """The run's tasks go inside; whatever becomes of them, the teardown (the exit task) then
+    deletes the run's clusters and writes a report that says where the run failed and why."""
+    teardown = teardown_ray_cluster(run_id=RUN_ID, title=title)
+    teardown.set_caching_options(False)
+    with dsl.ExitHandler(teardown, name="train-on-ray"):
         yield
 
 

@@ -14,7 +14,7 @@ Uses what DSPO's pipeline-runner Role allows: pods list, pods/log get.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from . import kube
@@ -38,7 +38,10 @@ class TaskPod:
     exit_code: int | None = None
     log_tail: str = ""
     why: str = ""
-    extra: dict = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.phase == "Failed" or self.exit_code not in (None, 0)
 
 
 def task_of(pod) -> str:
@@ -71,8 +74,9 @@ def _main_state(pod):
 
 def task_pods(run_id: str, namespace: str) -> list[TaskPod]:
     """The run's task pods, oldest first; failed ones with the end of their log."""
+    # single tries: an exit task must not wait out an unreachable API for a report
     pods = kube.call(kube.core().list_namespaced_pod, namespace, label_selector=f"pipeline/runid={run_id}",
-                     what="list the run's task pods").items
+                     what="list the run's task pods", attempts=1).items
     out = []
     for pod in sorted(pods, key=lambda p: p.status.start_time or p.metadata.creation_timestamp):
         state = _main_state(pod)
@@ -80,10 +84,10 @@ def task_pods(run_id: str, namespace: str) -> list[TaskPod]:
         tp = TaskPod(task=task_of(pod), phase=pod.status.phase or "", started=pod.status.start_time,
                      finished=term.finished_at if term is not None else None,
                      exit_code=term.exit_code if term is not None else None)
-        if tp.phase == "Failed" or (tp.exit_code not in (None, 0)):
+        if tp.failed:
             try:
                 log = kube.call(kube.core().read_namespaced_pod_log, pod.metadata.name, namespace, container="main",
-                                tail_lines=TAIL_LINES, what=f"read the log of task {tp.task}")
+                                tail_lines=TAIL_LINES, what=f"read the log of task {tp.task}", attempts=1)
             except Exception as exc:  # noqa: BLE001 - the report says what it could not read
                 log = f"(its log could not be read: {type(exc).__name__})"
             tp.log_tail = redact(log if isinstance(log, str) else str(log))

@@ -375,10 +375,11 @@ def sweep(namespace: str = "", all_namespaces: bool = False, delete: bool = True
     return entries
 
 
-def report_run(state: str, error_message: str, run_id: str, title: str = "Ray training run",
-               namespace: str = "") -> str:
-    """The exit handler's HTML report (postmortem.py): where the run failed and why, and when
-    each task ran. Never raises: what it could not read, the page says."""
+def report_run(run_id: str, title: str = "Ray training run", namespace: str = "") -> str:
+    """The exit task's HTML report (postmortem.py): where the run failed and why, and when each
+    task ran. The state comes from the run's task pods: FAILED if one failed, SUCCEEDED if all
+    the others did, else ENDED (a terminated run whose pods were deleted). Never raises: what
+    it could not read, the page says."""
     from . import postmortem
     from . import report as html
 
@@ -387,17 +388,18 @@ def report_run(state: str, error_message: str, run_id: str, title: str = "Ray tr
     try:
         pods = postmortem.task_pods(run_id, _namespace(namespace))
     except Exception as exc:  # noqa: BLE001 - the report is best effort
-        problem = f"(the run's task pods could not be read: {type(exc).__name__}: {first_line(exc)})"
-    failed = [p for p in pods if p.log_tail]
-    locations = {"results": "publish-training-results › html_report"} if state == "SUCCEEDED" else {}
-    if state == "SUCCEEDED":
-        r = html.RunReport(run_id=run_id, title=title, status=state, phases=postmortem.timeline(pods),
-                           locations=locations)
-    else:
-        first = failed[0] if failed else None
-        why = (first.why if first else "") or first_line(error_message or "", 400) or problem or "no task pod failed"
-        log(f"the run ended {state}" + (f": task {first.task} failed: {why}" if first else f": {why}"))
-        r = html.RunReport(run_id=run_id, title=title, status=state if state != "SUCCEEDED" else "FAILED",
-                           failed_at=first.task if first else "", error=why, phases=postmortem.timeline(pods),
-                           log_tail=first.log_tail if first else problem)
-    return html.render(r)
+        problem = f"the run's task pods could not be read ({type(exc).__name__}: {first_line(exc)})"
+    failed = [p for p in pods if p.failed]
+    others = [p for p in pods if p.phase not in ("Running", "Pending")]  # this task's own pod is running
+    state = "FAILED" if failed else "SUCCEEDED" if others and all(p.phase == "Succeeded" for p in others) else "ENDED"
+    phases = postmortem.timeline(pods)
+    if not failed:
+        log(f"run report: {state}" + (f" ({problem})" if problem else ""))
+        return html.render(html.RunReport(run_id=run_id, title=title, status=state, phases=phases,
+                                          error=problem if state != "SUCCEEDED" else "",
+                                          locations={"results": "publish-training-results › html_report"}
+                                          if state == "SUCCEEDED" else {}))
+    first = failed[0]
+    log(f"run report: task {first.task} failed: {first.why}")
+    return html.render(html.RunReport(run_id=run_id, title=title, status=state, failed_at=first.task, error=first.why,
+                                      phases=phases, log_tail=first.log_tail))

@@ -44,7 +44,7 @@ def test_after_a_failure_the_dependents_are_skipped_and_the_exit_task_still_runs
     root = spec()[0]["root"]["dag"]["tasks"]
     assert dag.runnable(root, {"exit-handler-1": dag.RUNNING}) == ([], [])
     for outcome in (dag.SUCCEEDED, dag.FAILED, dag.CANCELED):
-        assert dag.runnable(root, {"exit-handler-1": outcome}) == (["finish-run"], [])  # teardown and report
+        assert dag.runnable(root, {"exit-handler-1": outcome}) == (["teardown-ray-cluster"], [])
 
 
 def test_inputs_come_from_the_dag_inputs_upstream_outputs_and_constants():
