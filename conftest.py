@@ -63,6 +63,7 @@ FIRST = (
     # the longest runs next (each module stays on one worker: --dist loadscope)
     "tests/pipelines/test_run_fashion_mnist.py",
     "tests/pipelines/test_run_local.py",
+    "tests/pipelines/test_interactive_train.py",
     "tests/pipelines/test_job_contract.py",
     "tests/components/test_pipeline.py",
     "components/provision_ray_cluster/tests/test_provision.py",

@@ -161,7 +161,11 @@ def load_function(driver: str, function: str, embedded_root: str | None = None):
         from . import s3
 
         bucket, key = s3.split(driver)
-        source = s3.client().get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+        try:
+            source = s3.client().get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+        except Exception as exc:  # noqa: BLE001 - said with the field and the fix
+            raise DriverError(f"driver: could not read {driver} ({type(exc).__name__}: {str(exc)[:200]}). Fix: check the "
+                              "URI and that the data connection's keys may read it") from None
         path = driver
     else:
         path = os.path.join(embedded_root or os.getcwd(), driver)

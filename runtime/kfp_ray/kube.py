@@ -125,6 +125,7 @@ def call(fn, *args, what: str, attempts: int = 6, deadline: float | None = None,
 PIPELINE_RUNNER_NEEDS = (
     *(("ray.io", "rayclusters", v) for v in ("create", "get", "list", "patch", "delete")),
     ("", "pods", "list"), ("", "pods/log", "get"), ("", "services", "get"), ("", "secrets", "get"),
+    ("", "secrets", "list"),  # run_ray_driver finds the cluster's CA secret by label
 )
 
 _VERBS = {"read": "get", "get": "get", "list": "list", "create": "create", "patch": "patch", "replace": "update",
