@@ -33,7 +33,7 @@ from .apiserver.server import ApiServer
 from .apiserver.store import Store
 from .certs import ServingCA
 from .controllers.codeflare import CodeFlareOperator
-from .controllers.kubelet import Kubelet
+from .controllers.kubelet import VOLUMES_DIR, Kubelet
 from .controllers.kuberay import KubeRayController
 from .controllers.kueue import KueueController
 from .controllers.namespaces import NamespaceController, NamespaceLifecycle, prepare_namespace
@@ -144,6 +144,8 @@ class Sandbox:
         if self.own_dir:
             self.watchdog.remove_on_death(self.state_dir)
         self.watchdog.watch_records(self.state_dir / "pods")
+        # the pods' secret volumes (the clusters' CA keys): gone with the owner, even when it is SIGKILLed
+        self.watchdog.remove_on_death(self.state_dir / "pods" / VOLUMES_DIR)
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=not self.own_dir)
         (self.state_dir / "pods").mkdir(exist_ok=True)
         self.s3.start()

@@ -58,6 +58,7 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 READY_TIMEOUT = 180.0
 NODE_SHUTDOWN_GRACE_S = 2.0  # the sandbox going down: each pod's grace (the sandbox's SHUTDOWN_GRACE)
 MIN_GRACE = 2.0  # kuberuntime's minimumGracePeriodInSeconds
+VOLUMES_DIR = "volumes"  # under the kubelet's root: each pod's secret and emptyDir volumes
 # The head's Ray ports: `ray start` flag -> the port Ray uses when the flag is absent.
 HEAD_PORT_FLAGS = {"port": 6379, "dashboard-port": 8265, "ray-client-server-port": 10001, "metrics-export-port": 8080}
 FOLD = "sandbox.kfp-ray.io/fold"  # "0": folded into another node; "k": runs k replicas' resources
@@ -248,7 +249,7 @@ class Kubelet(Controller):
         self.pod_t = self.rt("", "pods")
         self.svc_t = self.rt("", "services")
         self.secret_t = self.rt("", "secrets")
-        self.volume_root = root / "volumes"  # each pod's secret and emptyDir volumes (podcerts.py)
+        self.volume_root = root / VOLUMES_DIR  # each pod's secret and emptyDir volumes (podcerts.py)
         self.pods: dict[str, PodRuntime] = {}
         self.lock = threading.Lock()
         self.stoppers: list[threading.Thread] = []
@@ -933,6 +934,7 @@ class Kubelet(Controller):
             self._terminate(rt, None, NODE_SHUTDOWN_GRACE_S)
         for t in list(self.stoppers):
             t.join(timeout=30)
+        shutil.rmtree(self.volume_root, ignore_errors=True)
 
 
 def _qos(pod: dict) -> str:

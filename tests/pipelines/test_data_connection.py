@@ -18,6 +18,8 @@ from kfp_ray_sandbox.controllers.kubelet import ConfigError, container_env
 
 NOREGION = "aws-connection-noregion"
 S3_TASKS = {"exec-stage-dataset", "exec-submit-ray-job", "exec-follow-ray-job", "exec-publish-training-results"}
+# the Ray client driver pipeline: its driver task reads and writes S3 (data, checkpoints, results.json)
+DRIVER_S3_TASKS = {"exec-stage-dataset", "exec-run-ray-driver", "exec-publish-training-results"}
 
 
 def executors(name):
@@ -47,8 +49,9 @@ def test_the_training_pipelines_take_a_data_connection():
 @pytest.mark.parametrize("name", with_a_data_connection())
 def test_every_s3_task_and_follow_mount_the_data_connection_with_an_optional_region(name):
     ex = executors(name)
-    assert {k for k, v in ex.items() if "secretAsEnv" in v} == S3_TASKS
-    for task in S3_TASKS:
+    tasks = DRIVER_S3_TASKS if name == "interactive_train" else S3_TASKS
+    assert {k for k, v in ex.items() if "secretAsEnv" in v} == tasks
+    for task in tasks:
         entries = ex[task]["secretAsEnv"]
         by_optional = {e["optional"]: {m["secretKey"] for m in e["keyToEnv"]} for e in entries}
         assert by_optional == {False: set(DATA_CONNECTION_KEYS), True: {"AWS_DEFAULT_REGION"}}, task
