@@ -340,9 +340,11 @@ def test_sidecar_image_pull_leaves_the_ray_container_running_and_the_head_not_re
     def reported():
         kl.reconcile()
         st = {c["name"]: c for c in head_status(env, "side").get("containerStatuses") or []}
-        return "running" in (st.get("ray-head") or {}).get("state", {}) and st
-    statuses = wait_until(reported, 10, "the Ray container to run beside the failing sidecar")
-    assert statuses["ray-head"]["ready"] is True and made and made[0].alive()
+        ray = st.get("ray-head") or {}
+        # running comes first, ready once Ray answers (the kubelet's next status): wait for both
+        return "running" in ray.get("state", {}) and ray.get("ready") is True and st
+    statuses = wait_until(reported, 10, "the Ray container to run, and be ready, beside the failing sidecar")
+    assert made and made[0].alive()
     assert statuses["oauth-proxy"]["state"]["waiting"]["reason"] in ("ErrImagePull", "ImagePullBackOff")
     status = head_status(env, "side")
     assert status["phase"] == "Running"
