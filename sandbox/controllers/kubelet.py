@@ -450,10 +450,13 @@ class Kubelet(Controller):
                 code = rt.exit_codes.get(name, 0)
                 prev = (old_states.get(name) or {}).get("state", {})
                 reason = "Completed" if code == 0 else "Error" if rt.started_at else "ContainerStatusUnknown"
+                # a terminated state is written once, as the kubelet's: later syncs keep its times
+                ended = prev.get("terminated") or {}
                 main.append(status(c, {"terminated": {
                     "exitCode": code, "reason": reason,
-                    "startedAt": (prev.get("running") or {}).get("startedAt", rt.started_at or now_rfc3339()),
-                    "finishedAt": now_rfc3339()}}, restarts=rt.restarts if name == ray else 0))
+                    "startedAt": ended.get("startedAt") or (prev.get("running") or {}).get(
+                        "startedAt", rt.started_at or now_rfc3339()),
+                    "finishedAt": ended.get("finishedAt") or now_rfc3339()}}, restarts=rt.restarts if name == ray else 0))
             elif not initialized:
                 main.append(status(c, waiting("PodInitializing")))
             elif name in rt.blocked:

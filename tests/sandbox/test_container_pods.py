@@ -95,6 +95,13 @@ def test_a_failing_command_fails_the_pod_with_its_exit_code(box):
     done = pods.wait_phase("probe-fail", ("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Failed"
     assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+    # the kubelet writes a terminated state once: a later sync keeps its times (run reports draw them)
+    ended = done["status"]["containerStatuses"][0]["state"]["terminated"]
+    time.sleep(1.1)  # a second later, so that a rewritten finishedAt would differ (RFC 3339 seconds)
+    rt = next(r for r in list(box.kubelet.pods.values()) if r.name == "probe-fail")
+    box.kubelet._refresh(rt)
+    again = pods.get("probe-fail")["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (again["startedAt"], again["finishedAt"]) == (ended["startedAt"], ended["finishedAt"])
     pods.delete("probe-fail")
 
 
