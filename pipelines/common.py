@@ -59,6 +59,23 @@ def exit_handlers(title: str):
         yield
 
 
+def provision(data_connection, **inputs):
+    """The run's provision task: its cluster's name from the run and this task's identity."""
+    return provision_ray_cluster(run_id=RUN_ID, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+                                 task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER, data_connection=data_connection, **inputs)
+
+
+def publish_run(stage, cluster, runner, log, title, data_connection):
+    """The run's publish task. `runner`: the task that used the cluster (follow_ray_job, or
+    run_ray_driver), whose metrics, duration and teardown time it shows; `log`: its log."""
+    return with_data_connection(publish_training_results(
+        output_uri=stage.outputs["output_uri"], run_id=RUN_ID, job_log=log, job_metrics=runner.outputs["metrics"],
+        title=title, cluster_name=cluster.outputs["cluster_name"], cluster_shape=cluster.outputs["shape"],
+        queued_seconds=cluster.outputs["queued_seconds"], starting_seconds=cluster.outputs["starting_seconds"],
+        job_seconds=runner.outputs["duration_seconds"], teardown_seconds=runner.outputs["teardown_seconds"]),
+        data_connection)
+
+
 def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s3_prefix, local_queue, image,
                  num_workers, head_cpu, head_memory, worker_cpu, worker_memory, worker_gpus, tolerations,
                  admission_timeout, startup_timeout, job_timeout, pip=None, requirements_file="",
@@ -67,12 +84,11 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
     off: each run must get a cluster and a job of its own."""
     with exit_handlers(title):
         stage = with_data_connection(stage_dataset(dataset=dataset, run_id=RUN_ID, s3_prefix=s3_prefix), data_connection)
-        cluster = provision_ray_cluster(
-            run_id=RUN_ID, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER, task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
-            local_queue=local_queue, image=image, num_workers=num_workers, head_cpu=head_cpu,
+        cluster = provision(
+            data_connection, local_queue=local_queue, image=image, num_workers=num_workers, head_cpu=head_cpu,
             head_memory=head_memory, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=worker_gpus,
-            tolerations=tolerations, data_connection=data_connection, admission_timeout=admission_timeout,
-            startup_timeout=startup_timeout, pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)
+            tolerations=tolerations, admission_timeout=admission_timeout, startup_timeout=startup_timeout,
+            pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)
         job = with_data_connection(submit(
             dashboard_url=cluster.outputs["dashboard_url"], entrypoint=entrypoint, run_id=RUN_ID,
             task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER, working_dir=working_dir, pip=pip or [],
@@ -84,13 +100,7 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
         follow = with_data_connection(follow_ray_job(
             dashboard_url=cluster.outputs["dashboard_url"], job_id=job.output, cluster_name=cluster.outputs["cluster_name"],
             namespace=cluster.outputs["namespace"], timeout=job_timeout), data_connection)
-        publish = with_data_connection(publish_training_results(
-            output_uri=stage.outputs["output_uri"], run_id=RUN_ID, job_log=follow.outputs["job_log"],
-            job_metrics=follow.outputs["metrics"], title=title, cluster_name=cluster.outputs["cluster_name"],
-            cluster_shape=cluster.outputs["shape"], queued_seconds=cluster.outputs["queued_seconds"],
-            starting_seconds=cluster.outputs["starting_seconds"], job_seconds=follow.outputs["duration_seconds"],
-            teardown_seconds=follow.outputs["teardown_seconds"]),
-            data_connection)
+        publish = publish_run(stage, cluster, follow, follow.outputs["job_log"], title, data_connection)
         for task in (stage, cluster, job, follow, publish):
             task.set_caching_options(False)
     return follow, publish

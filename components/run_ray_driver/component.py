@@ -75,7 +75,7 @@ def run_ray_driver(
                            output_uri=output_uri, delete_cluster=delete_cluster, lease_seconds=lease_seconds,
                            renew_every_seconds=renew_every_seconds)
     log.metadata.update({"driver": driver, "function": function})
-    for name, number in numeric(value.get("metrics") or {} if isinstance(value, dict) else {}).items():
+    for name, number in numeric((value.get("metrics") or {}) if isinstance(value, dict) else {}).items():
         metrics.log_metric(name, number)
     metrics.log_metric("driver_duration_seconds", seconds)
     out = namedtuple("DriverOutputs", ["result", "duration_seconds", "teardown_seconds"])

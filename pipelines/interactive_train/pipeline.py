@@ -6,11 +6,9 @@ from pathlib import Path
 
 from kfp import dsl
 
-from kfp_ray.components.provision_ray_cluster.component import provision_ray_cluster
-from kfp_ray.components.publish_training_results.component import publish_training_results
 from kfp_ray.components.run_ray_driver.component import run_ray_driver_with_code
 from kfp_ray.components.stage_dataset.component import stage_dataset
-from kfp_ray.pipelines.common import RUN_ID, exit_handlers, with_data_connection
+from kfp_ray.pipelines.common import RUN_ID, exit_handlers, provision, publish_run, with_data_connection
 
 # The drivers (pipelines/drivers), embedded in the driver task as `code/`.
 run_with_drivers = run_ray_driver_with_code(Path(__file__).resolve().parent.parent / "drivers")
@@ -36,22 +34,15 @@ def interactive_train(
 ):
     with exit_handlers("interactive_train"):
         stage = with_data_connection(stage_dataset(dataset="digits", run_id=RUN_ID, s3_prefix=s3_prefix), data_connection)
-        cluster = provision_ray_cluster(
-            run_id=RUN_ID, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER, task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
-            local_queue=local_queue, image=image, num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory,
-            worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=0, tolerations=[],
-            data_connection=data_connection, admission_timeout=admission_timeout, startup_timeout=startup_timeout)
+        cluster = provision(
+            data_connection, local_queue=local_queue, image=image, num_workers=num_workers, head_cpu=head_cpu,
+            head_memory=head_memory, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=0, tolerations=[],
+            admission_timeout=admission_timeout, startup_timeout=startup_timeout)
         driver = with_data_connection(run_with_drivers(
             dashboard_url=cluster.outputs["dashboard_url"], cluster_name=cluster.outputs["cluster_name"],
             namespace=cluster.outputs["namespace"], driver="code/interactive_train.py", function="train",
             kwargs=f'{{"epochs": {epochs}, "learning_rate": {learning_rate}, "num_workers": {train_workers}}}',
             data_uri=stage.outputs["data_uri"], output_uri=stage.outputs["output_uri"]), data_connection)
-        publish = with_data_connection(publish_training_results(
-            output_uri=stage.outputs["output_uri"], run_id=RUN_ID, job_log=driver.outputs["log"],
-            job_metrics=driver.outputs["metrics"], title="interactive_train", cluster_name=cluster.outputs["cluster_name"],
-            cluster_shape=cluster.outputs["shape"], queued_seconds=cluster.outputs["queued_seconds"],
-            starting_seconds=cluster.outputs["starting_seconds"], job_seconds=driver.outputs["duration_seconds"],
-            teardown_seconds=driver.outputs["teardown_seconds"]),
-            data_connection)
+        publish = publish_run(stage, cluster, driver, driver.outputs["log"], "interactive_train", data_connection)
         for task in (stage, cluster, driver, publish):
             task.set_caching_options(False)

@@ -29,7 +29,7 @@ import time
 
 from . import kube, rayclusters
 from .errors import KfpRayError
-from .wait import Backoff, log
+from .wait import Backoff, log, poll
 
 CLIENT_PORT = 10001  # KubeRay's default `client` port of the head Service
 CA_WAIT_S = 120.0  # the operator writes the CA secret with the cluster; a fresh one may lag
@@ -69,22 +69,22 @@ def ca_secret(cluster_name: str, namespace: str, timeout: float = CA_WAIT_S) -> 
     """The cluster's CA secret data (base64 values), as generate_cert.get_secret_name finds it:
     labelled with the cluster's name, named `<cluster>-ca-secret-...` (CodeFlare operator
     v1.16) or `ca-secret-<cluster>` (before)."""
-    deadline = time.monotonic() + timeout
-    backoff = Backoff(0.5, 1.5, 5.0)
     names = (f"{cluster_name}-ca-secret-", f"ca-secret-{cluster_name}")
-    while True:
+
+    def found() -> dict | None:
         secrets = kube.call(kube.core().list_namespaced_secret, namespace,
                             label_selector=f"{CLUSTER_LABEL}={cluster_name}", what="list the cluster's CA secret")
-        for s in secrets.items:
-            if s.metadata.name.startswith(names[0]) or s.metadata.name == names[1]:
-                return dict(s.data or {})
-        if time.monotonic() >= deadline:
-            raise DriverError(f"no CA secret for RayCluster {cluster_name} in {namespace} after {timeout:.0f}s (a secret "
-                              f"labelled {CLUSTER_LABEL}={cluster_name}, named {names[0]}<hash>): the cluster's Ray "
-                              "runs with mTLS but the CodeFlare operator wrote no CA. Fix: check the codeflare "
-                              "component of the DataScienceCluster and the operator's logs")
-        log(f"waiting for the CA secret of RayCluster {cluster_name} (the CodeFlare operator writes it)")
-        time.sleep(min(backoff.next(), max(0.0, deadline - time.monotonic())))
+        return next((dict(s.data or {}) for s in secrets.items
+                     if s.metadata.name.startswith(names[0]) or s.metadata.name == names[1]), None)
+
+    def missing() -> Exception:
+        return DriverError(f"no CA secret for RayCluster {cluster_name} in {namespace} after {timeout:.0f}s (a secret "
+                           f"labelled {CLUSTER_LABEL}={cluster_name}, named {names[0]}<hash>): the cluster's Ray runs "
+                           "with mTLS but the CodeFlare operator wrote no CA. Fix: check the codeflare component of the "
+                           "DataScienceCluster and the operator's logs")
+
+    return poll(found, timeout, f"the CA secret of RayCluster {cluster_name} (the CodeFlare operator writes it)",
+                backoff=Backoff(0.5, 1.5, 5.0), on_timeout=missing)
 
 
 def client_certificate(data: dict, cluster_name: str, namespace: str, directory: str, days: int = 30) -> dict[str, str]:
@@ -184,6 +184,25 @@ def load_function(driver: str, function: str, embedded_root: str | None = None):
 
 
 @contextlib.contextmanager
+def environ(values: dict[str, str | None]):
+    """os.environ with `values` set (None: unset) inside the block, as it was afterwards."""
+    saved = {k: os.environ.get(k) for k in values}
+    try:
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
 def connected(cluster_name: str, namespace: str, dashboard_url: str):
     """ray.init() as a Ray client of the cluster, with the mTLS client certificate when its Ray
     runs with TLS; ray.shutdown() and the certificate removed afterwards."""
@@ -191,37 +210,30 @@ def connected(cluster_name: str, namespace: str, dashboard_url: str):
 
     check_ray_version(dashboard_url)
     address = client_address(cluster_name, namespace)
-    saved = {k: os.environ.get(k) for k in TLS_ENV}
     directory = tempfile.mkdtemp(prefix="kfp-ray-tls-")
     try:
+        env: dict[str, str | None] = dict.fromkeys(TLS_ENV)  # no TLS settings of the caller's
         if tls_required(cluster_name, namespace):
-            env = client_certificate(ca_secret(cluster_name, namespace), cluster_name, namespace, directory)
-            os.environ.update(env)  # read by the Ray client when it connects (as the SDK's export_env)
+            # read by the Ray client when it connects (as the SDK's export_env sets them)
+            env |= client_certificate(ca_secret(cluster_name, namespace), cluster_name, namespace, directory)
             log(f"mTLS: client certificate signed by RayCluster {cluster_name}'s CA")
-        else:
-            for k in TLS_ENV:
-                os.environ.pop(k, None)
-        log(f"connecting to {address} as a Ray client")
-        started = time.monotonic()
-        try:
-            ray.init(address=address, log_to_driver=True)
-        except Exception as exc:  # noqa: BLE001 - said in the user's terms
-            raise DriverError(f"could not connect to {address} as a Ray client ({type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0][:300] if str(exc) else ''}). Fix: check that this task runs "
-                              "in the cluster's namespace and that the head pod is ready") from None
-        log(f"connected in {time.monotonic() - started:.1f}s")
-        try:
-            yield address
-        finally:
-            with contextlib.suppress(Exception):
-                ray.shutdown()
+        with environ(env):
+            log(f"connecting to {address} as a Ray client")
+            started = time.monotonic()
+            try:
+                ray.init(address=address, log_to_driver=True)
+            except Exception as exc:  # noqa: BLE001 - said in the user's terms
+                raise DriverError(f"could not connect to {address} as a Ray client ({type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0][:300] if str(exc) else ''}). Fix: check that this task runs "
+                                  "in the cluster's namespace and that the head pod is ready") from None
+            log(f"connected in {time.monotonic() - started:.1f}s")
+            try:
+                yield address
+            finally:
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 class Tee(io.TextIOBase):

@@ -5,7 +5,6 @@ returns plain values for the component's outputs."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -240,13 +239,14 @@ def drive(dashboard_url: str, cluster_name: str, namespace: str, driver: str, fu
 
     c = Checker()
     lease.check(c, lease_seconds, renew_every_seconds)
-    if isinstance(kwargs, str):
-        try:
-            kwargs = json.loads(kwargs or "{}")
-        except ValueError as exc:
-            c.fail("kwargs", f"not JSON ({exc})", 'give a JSON object, as \'{"epochs": 8}\'')
-    if not isinstance(kwargs, (dict, str)) and kwargs is not None:
-        c.fail("kwargs", f"a JSON {type(kwargs).__name__}, not an object", 'give a JSON object, as \'{"epochs": 8}\'')
+    example = 'give a JSON object, as \'{"epochs": 8}\''
+    try:
+        kwargs = json.loads(kwargs or "{}") if isinstance(kwargs, str) else (kwargs or {})
+    except ValueError as exc:
+        c.fail("kwargs", f"not JSON ({exc})", example)
+    else:
+        if not isinstance(kwargs, dict):
+            c.fail("kwargs", f"a JSON {type(kwargs).__name__}, not an object", example)
     c.done()
     if output_uri:
         target = results.results_uri(output_uri)
@@ -262,17 +262,15 @@ def drive(dashboard_url: str, cluster_name: str, namespace: str, driver: str, fu
     threading.Thread(target=renew, name="renew-lease", daemon=True).start()
     tee_out, tee_err = ray_driver.Tee(sys.stdout), ray_driver.Tee(sys.stderr)
     env = {k: v for k, v in (("KFP_RAY_DATA", data_uri), ("KFP_RAY_OUTPUT", output_uri)) if v}
-    saved = {k: os.environ.get(k) for k in env}
     started = time.monotonic()
     deleting = bool(delete_cluster and cluster_name)
     with sigterm_raises():
         try:
             try:
-                with contextlib.redirect_stdout(tee_out), contextlib.redirect_stderr(tee_err):
-                    os.environ.update(env)
-                    with ray_driver.connected(cluster_name, ns, dashboard_url):
-                        log(f"running {function}() of {driver}")
-                        value = fn(**(kwargs or {}))
+                with contextlib.redirect_stdout(tee_out), contextlib.redirect_stderr(tee_err), \
+                        ray_driver.environ(env), ray_driver.connected(cluster_name, ns, dashboard_url):
+                    log(f"running {function}() of {driver}")
+                    value = fn(**kwargs)
                 seconds = round(time.monotonic() - started, 2)
                 log(f"{function}() returned after {seconds:.1f}s")
                 if output_uri and isinstance(value, dict):
@@ -296,11 +294,6 @@ def drive(dashboard_url: str, cluster_name: str, namespace: str, driver: str, fu
             return value, seconds, teardown
         finally:
             stop.set()
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
             if log_path:
                 _write_log(log_path, tee_out.text() + tee_err.text())
 

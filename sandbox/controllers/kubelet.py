@@ -706,6 +706,14 @@ class Kubelet(Controller):
             time.sleep(0.25)
         return False
 
+    def _head_services(self, rt: PodRuntime) -> list[dict]:
+        """The Services KubeRay put in front of the head of rt's cluster."""
+        def head_of_cluster(s):
+            labels = s["metadata"].get("labels") or {}
+            return labels.get("ray.io/cluster") == rt.cluster and labels.get("ray.io/node-type") == "head"
+
+        return self.store.list(self.svc_t, rt.ns, head_of_cluster)[0]
+
     def _gcs_address(self, rt: PodRuntime, head: PodRuntime) -> str | None:
         """Where a worker finds the GCS: the head Service's port for it (through the kube-proxy),
         or, for a headless Service, the head pod's address (its forwarded container port). If
@@ -715,8 +723,7 @@ class Kubelet(Controller):
         if head_pod is None or not head.ports:
             return None
         gcs = head_container_ports(head_pod)["port"]
-        svcs, _ = self.store.list(self.svc_t, rt.ns, lambda s: (s["metadata"].get("labels") or {}).get("ray.io/cluster") == rt.cluster
-                                  and (s["metadata"].get("labels") or {}).get("ray.io/node-type") == "head")
+        svcs = self._head_services(rt)
         candidates = []
         for svc in svcs:
             ip = svc["spec"].get("clusterIP")
@@ -764,9 +771,7 @@ class Kubelet(Controller):
         """The Ray container's secret and emptyDir volumes, and CodeFlare's create-cert
         (podcerts.py): mount path -> directory here. None: the pod was deleted while a
         secret it mounts was missing (the kubelet retries the mount until then)."""
-        svcs, _ = self.store.list(self.svc_t, rt.ns, lambda s: (s["metadata"].get("labels") or {}).get("ray.io/cluster") == rt.cluster
-                                  and (s["metadata"].get("labels") or {}).get("ray.io/node-type") == "head")
-        ips = [s["spec"]["clusterIP"] for s in svcs if s["spec"].get("clusterIP") not in (None, "", "None")]
+        ips = [s["spec"]["clusterIP"] for s in self._head_services(rt) if s["spec"].get("clusterIP") not in (None, "", "None")]
 
         def read_secret(name):
             secret = self.store.find(self.secret_t, rt.ns, name)

@@ -29,8 +29,7 @@ import datetime
 import shutil
 from pathlib import Path
 
-INIT_CONTAINER = "create-cert"
-INGRESS_DOMAIN = "apps.sandbox.local"  # codeflare.py's, for the client Route's host
+from .codeflare import INGRESS_DOMAIN, INIT_CONTAINER  # the operator's init container; the Route's domain
 
 
 class MissingSecret(Exception):

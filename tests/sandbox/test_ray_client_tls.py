@@ -66,6 +66,7 @@ def _refused(address, ctx, name) -> bool:
 
 def test_a_client_without_a_certificate_is_refused(tls):
     env, address, name = tls
+    assert not _refused(address, _context(env, with_cert=True), name)  # the server is there and answers
     assert _refused(address, _context(env, with_cert=False), name)
 
 
@@ -78,6 +79,7 @@ def test_a_certificate_from_another_ca_is_refused(tls, tmp_path):
     ctx = ssl.create_default_context(cafile=env["RAY_TLS_CA_CERT"])
     ctx.set_alpn_protocols(["h2"])
     ctx.load_cert_chain(other["RAY_TLS_SERVER_CERT"], other["RAY_TLS_SERVER_KEY"])
+    assert not _refused(address, _context(env, with_cert=True), name)  # the server is there and answers
     assert _refused(address, ctx, name)
 
 
