@@ -32,7 +32,8 @@ def test_two_provision_tasks_of_one_run_get_two_clusters(box, sbx, run_local):
     def watch():
         while not done.is_set():
             for name, rc in clusters(sbx).items():
-                seen.setdefault(name, (rc["metadata"]["labels"], rc["metadata"]["annotations"]))
+                if name.startswith("ray-"):  # derived names, as the fault's glob: not other tests' clusters
+                    seen.setdefault(name, (rc["metadata"]["labels"], rc["metadata"]["annotations"]))
             time.sleep(0.2)
 
     watcher = threading.Thread(target=watch)
