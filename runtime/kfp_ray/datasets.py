@@ -52,13 +52,14 @@ def stage(dataset: str, data_uri: str, test_fraction: float = 0.2, seed: int = 0
         raise InputError("dataset", f"{dataset!r} is not known", f"use one of {', '.join(DATASETS)}, or '' for none")
     if not 0 < test_fraction < 1:
         raise InputError("test_fraction", f"{test_fraction!r} is not between 0 and 1", "give e.g. 0.2")
+    client = s3.client()
+    bucket, prefix = s3.split(data_uri.rstrip("/") + "/")
+    s3.check_bucket(client, bucket)  # before the 2 s of numpy and scikit-learn imports
     import numpy as np
     from sklearn.model_selection import train_test_split
 
     x, y, labels = _fashion(fashion_url) if dataset == "fashion_mnist" else _sklearn(dataset)
     x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=test_fraction, random_state=seed, stratify=y)
-    client = s3.client()
-    bucket, prefix = s3.split(data_uri.rstrip("/") + "/")
     for name, xs, ys in (("train", x_tr, y_tr), ("test", x_te, y_te)):
         buf = io.BytesIO()
         np.savez_compressed(buf, x=xs, y=ys, labels=np.array(labels))

@@ -36,6 +36,20 @@ def client(env=os.environ):
                         config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 5, "mode": "standard"}))
 
 
+def check_bucket(s3, bucket: str) -> None:
+    """One request that the data connection reaches its bucket: a wrong endpoint, keys or
+    bucket fails here, before a task spends seconds on imports and data."""
+    from .wait import retry
+
+    try:
+        retry(lambda: s3.head_bucket(Bucket=bucket), f"reach bucket {bucket}")
+    except Exception as exc:  # noqa: BLE001 - transient ones were retried; what is left is the answer
+        error = getattr(exc, "response", None)
+        code = error.get("Error", {}).get("Code", "") if isinstance(error, dict) else type(exc).__name__
+        raise InputError("data_connection", f"bucket {bucket!r} is not usable at {s3.meta.endpoint_url} ({code})",
+                         "check the data connection's endpoint, keys and bucket (AWS_S3_*)") from None
+
+
 def split(uri: str) -> tuple[str, str]:
     parsed = urlparse(uri)
     if parsed.scheme != "s3" or not parsed.netloc:

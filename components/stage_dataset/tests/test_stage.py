@@ -48,3 +48,12 @@ def test_a_data_connection_without_a_region_stages_with_boto3s_default(sbx, monk
     counts = datasets.stage("breast_cancer", datasets.run_prefix("r-noregion") + "/data")
     assert counts["train"] + counts["test"] == 569
     assert sbx.s3().head_object(Bucket="kfp-ray", Key="runs/r-noregion/data/train.npz")["ContentLength"] > 0
+
+
+def test_a_wrong_bucket_or_key_fails_at_once_naming_the_data_connection(sbx, monkeypatch):
+    """The bucket is checked with one request before the data is made (seconds of imports)."""
+    for k, v in sbx.data_connection().items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(InputError, match="bucket 'no-such-bucket' is not usable") as exc:
+        datasets.stage("digits", "s3://no-such-bucket/x/data")
+    assert exc.value.field == "data_connection"

@@ -1,0 +1,1 @@
+"""kfp-ray benchmarks: `python -m benchmarks` (see README.md)."""
