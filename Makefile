@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test lint clean
+.PHONY: venv demo test lint bench clean
 
 venv: $(STAMP)
 
@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml sandbox/pyproject.toml constraints.txt
 
 demo: $(STAMP)
 	$(BIN)/kfp-ray run xgboost_tune --local
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,65 +1,68 @@
-"""Orchestration overhead (issue 13, first part): the xgboost_tune job by hand against the
-same job through the xgboost_tune pipeline, on one sandbox, rounds alternating.
+"""Orchestration overhead: the same Ray job by hand and through a pipeline, on one sandbox,
+rounds alternating which goes first.
 
-- by hand: stage the same data to S3, `ray start --head` with the CPUs the pipeline's cluster
-  has (head 1 + worker 2), submit pipelines/jobs/xgboost_tune.py through the Ray Job API with
-  the same runtime_env, wait for it, stop the node;
-- pipeline: the compiled YAML through the sandbox's Data Science Pipelines server, as
-  `kfp-ray run xgboost_tune --local` does it (upload, kfp.Client run, follow), timed from the
-  run's creation to its end, plus the span from the first task pod's start to the last one's end.
+- xgboost: the xgboost_tune job. By hand: stage the same data to S3, `ray start --head` with
+  the CPUs the pipeline's cluster has (head 1 + worker 2), submit pipelines/jobs/xgboost_tune.py
+  through the Ray Job API with the same runtime_env, wait. Pipeline: compiled/xgboost_tune.yaml.
+- sleep: a fixed 60 s job (`time.sleep(60)`). By hand: a head with the pipeline cluster's CPUs,
+  submit, wait. Pipeline: compiled/ray_training.yaml with that entrypoint.
 
-Prints each round, the medians and the ratios, and one JSON line.
-
-    .venv/bin/python benchmarks/overhead.py [--rounds 2]
-"""
+The pipeline runs the way users start it: kfp.Client against the sandbox's Data Science
+Pipelines server, timed from the run's creation to its end. Its wall time is split into
+phases from the task times (the run's API), the cluster's life (the observer), the Ray job's
+start_time and end_time, and the pipeline-runner's requests in the audit log."""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import io
-import json
 import os
-import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-ENTRYPOINT = "python xgboost_tune.py --samples 6 --concurrent 3 --rounds 60"
+from . import harness
+
+XGB_ENTRYPOINT = "python xgboost_tune.py --samples 6 --concurrent 3 --rounds 60"
+SLEEP_ENTRYPOINT = "python -c 'import time; time.sleep(60)'"
+JOBS = {  # name -> (pipeline, its parameters, by-hand CPUs, dataset)
+    "xgboost": ("xgboost_tune", {}, 3, "breast_cancer"),
+    "sleep60": ("ray_training", {"entrypoint": SLEEP_ENTRYPOINT, "head_memory": "2Gi", "worker_memory": "2Gi"}, 2, ""),
+}
+PHASES = ["tasks start and imports", "admission", "head and worker start", "provision sees ready", "submit",
+          "job", "follow sees the end", "delete and wait gone", "publish", "teardown (exit task)"]
 
 
-def by_hand(box, sbx, tag: str) -> dict:
+def by_hand(box, sbx, job: str, tag: str) -> dict:
     from kfp_ray import datasets
     from kfp_ray.jobs import RayJobsClient, read_requirements
     from kfp_ray_sandbox.controllers.kubelet import HEAD_PORT_FLAGS
     from kfp_ray_sandbox.raynode import RayNode, free_port
 
+    _, _, cpus, dataset = JOBS[job]
     started = time.monotonic()
     env = sbx.data_connection()
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
         prefix = f"s3://{box.info['s3_bucket']}/bench/{tag}"
-        datasets.stage("breast_cancer", prefix + "/data")
+        if dataset:
+            datasets.stage(dataset, prefix + "/data")
         staged = time.monotonic()
         ip = box.network.allocate()  # an address of its own, as a pod's (Ray maps 127.0.0.1 elsewhere)
-        node = RayNode(f"hand-{tag}", ip, head=True, num_cpus=3, num_gpus=0, memory=4 * 2**30,
+        node = RayNode(f"hand-{tag}", ip, head=True, num_cpus=cpus, num_gpus=0, memory=4 * 2**30,
                        root=box.state_dir / "bench", ports={flag: free_port() for flag in HEAD_PORT_FLAGS})
         node.start()
         try:
             while not node.ready():
-                time.sleep(0.25)
+                time.sleep(0.1)
             ready = time.monotonic()
             jobs = RayJobsClient(node.dashboard_url)
-            pip = read_requirements("requirements/xgboost_tune.txt", "jobs", str(ROOT / "pipelines"))
-            runtime_env = {"working_dir": jobs.upload_dir(ROOT / "pipelines" / "jobs"), "pip": pip,
-                           "env_vars": {**env, "KFP_RAY_DATA": prefix + "/data", "KFP_RAY_OUTPUT": prefix}}
-            job_id, _ = jobs.submit(ENTRYPOINT, f"bench-{tag}", runtime_env, {})
-            while jobs.info(job_id)["status"] not in ("SUCCEEDED", "FAILED", "STOPPED"):
-                time.sleep(0.25)
-            status = jobs.info(job_id)["status"]
+            runtime_env = {"env_vars": {**env, "KFP_RAY_DATA": prefix + "/data", "KFP_RAY_OUTPUT": prefix}}
+            if job == "xgboost":
+                runtime_env["working_dir"] = jobs.upload_dir(harness.ROOT / "pipelines" / "jobs")
+                runtime_env["pip"] = read_requirements("requirements/xgboost_tune.txt", "jobs",
+                                                       str(harness.ROOT / "pipelines"))
+            job_id, _ = jobs.submit(XGB_ENTRYPOINT if job == "xgboost" else SLEEP_ENTRYPOINT, f"bench-{tag}",
+                                    runtime_env, {})
+            while (info := jobs.info(job_id))["status"] not in ("SUCCEEDED", "FAILED", "STOPPED"):
+                time.sleep(0.1)
             ended = time.monotonic()
         finally:
             node.stop(grace=5)
@@ -70,56 +73,99 @@ def by_hand(box, sbx, tag: str) -> dict:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return {"status": status, "wall": round(time.monotonic() - started, 1), "stage": round(staged - started, 1),
-            "head_start": round(ready - staged, 1), "job": round(ended - ready, 1)}
+    return {"status": info["status"], "wall": round(ended - started, 2), "stage": round(staged - started, 2),
+            "head_start": round(ready - staged, 2), "job": round((info["end_time"] - info["start_time"]) / 1000, 2)}
 
 
-def pipeline(box, sbx, tag: str) -> dict:
-    from kfp_ray import kube, postmortem
-    from kfp_ray.pipelines import registry, run_local
-
-    args = argparse.Namespace(name="xgboost_tune", keep_outputs=None, verbose=False, timeout=900)
-    started = time.monotonic()
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = run_local._run(args, box, registry.compiled_path("xgboost_tune"), {}, started)
-    wall = time.monotonic() - started
-    run_id = next(li.split()[2].rstrip(":") for li in out.getvalue().splitlines() if li.startswith("==> run "))
-    os.environ["KUBECONFIG"] = box.info["kubeconfig"]
-    kube.api_client.cache_clear()
-    pods = postmortem.task_pods(run_id, box.info["namespace"])
-    spans = {p.task: round((p.finished - p.started).total_seconds(), 1) for p in pods if p.started and p.finished}
-    first = min(p.started for p in pods if p.started)
-    last = max(p.finished for p in pods if p.finished)
-    return {"status": "SUCCEEDED" if code == 0 else "FAILED", "wall": round(wall, 1),
-            "task_span": round((last - first).total_seconds(), 1), "tasks": spans}
+def pipeline(box, runs: harness.Pipelines, obs: harness.Observer, job: str, params: dict, tag: str) -> dict:
+    name, own, _, _ = JOBS[job]
+    obs.mark()
+    run_id, asked = runs.start(name, {**params, **own}, tag)
+    run = runs.wait(run_id)
+    ended = time.time()
+    time.sleep(0.3)  # the observer's last look
+    tasks = runs.tasks(run)
+    phases = split(asked, ended, tasks, obs.clusters, runs.runner_requests(asked, ended))
+    return {"status": str(run.state), "wall": round(ended - asked, 2), "phases": phases,
+            "task_span": round(max(t["end"] or ended for t in tasks.values()) - min(t["start"] for t in tasks.values()), 2)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=2)
-    args = ap.parse_args()
-    from kfp_ray_sandbox import Sandbox
+def split(asked: float, ended: float, tasks: dict, clusters: dict, requests: list[dict]) -> dict:
+    """The run's wall time as consecutive phases (seconds); they add up to the wall time."""
+    c = next(iter(clusters.values()), {})
+    create = next((a["ts"] for a in requests if a["method"] == "POST" and a["path"].endswith("/rayclusters")), None)
+    delete = next((a["ts"] for a in requests if a["method"] == "DELETE" and "/rayclusters/" in a["path"]), None)
+    end = c.get("job_end")
+    seen = next((a["ts"] for a in requests if end and a["ts"] >= end), None)
+    provision, follow = tasks.get("provision-ray-cluster", {}), tasks.get("follow-ray-job", {})
+    publish = tasks.get("publish-training-results", {})
+    marks = [asked, create, c.get("admitted"), c.get("ready"), provision.get("end"), c.get("job_start"), end,
+             seen, follow.get("end"), publish.get("end"), ended]
+    if any(m is None for m in marks):
+        return {"incomplete": {k: v for k, v in zip(["asked", "create", "admitted", "ready", "provision_end",
+                                                     "job_start", "job_end", "seen", "follow_end", "publish_end"],
+                                                    marks, strict=False)}}
+    out = {p: round(b - a, 2) for p, a, b in zip(PHASES, marks[:-1], marks[1:], strict=True)}
+    out["_delete_request_after_end"] = round(delete - end, 2) if delete else None
+    return out
+
+
+def run(rounds: int = 2, jobs=("xgboost", "sleep60")) -> dict:
+    from kfp_ray.pipelines.run_local import with_sandbox_queue
     from kfp_ray_sandbox.client import SandboxClient
-    from kfp_ray_sandbox.reaper import owned_tempdir, sigterm_as_interrupt
 
-    rows = {"hand": [], "pipeline": []}
-    with sigterm_as_interrupt(), Sandbox() as box, owned_tempdir(box.watchdog):
+    result: dict = {"rounds": rounds, "jobs": {}}
+    with harness.sandbox() as box:
         sbx = SandboxClient(box.info)
-        for i in range(args.rounds):
-            for kind in (("hand", "pipeline") if i % 2 == 0 else ("pipeline", "hand")):
-                r = by_hand(box, sbx, f"r{i}") if kind == "hand" else pipeline(box, sbx, f"r{i}")
-                rows[kind].append(r)
-                print(f"round {i + 1} {kind:8s} {json.dumps(r)}", flush=True)
-    hand = statistics.median(r["wall"] for r in rows["hand"])
-    pipe = statistics.median(r["wall"] for r in rows["pipeline"])
-    span = statistics.median(r["task_span"] for r in rows["pipeline"])
-    print(f"\nxgboost_tune job: by hand {hand:.1f}s, pipeline {pipe:.1f}s wall ({pipe / hand:.2f}x), "
-          f"{span:.1f}s task span ({span / hand:.2f}x); overhead {pipe - hand:.1f}s")
-    print(json.dumps({"benchmark": "overhead", "hand_s": hand, "pipeline_s": pipe, "task_span_s": span,
-                      "ratio_wall": round(pipe / hand, 3), "ratio_span": round(span / hand, 3), "rounds": rows}))
-    return 0
+        runs = harness.Pipelines(box)
+        with harness.Observer(sbx, box.info["namespace"]) as obs:
+            for job in jobs:
+                params = with_sandbox_queue(JOBS[job][0], {}, sbx)
+                rows = {"hand": [], "pipeline": []}
+                for i in range(rounds):
+                    for kind in (("hand", "pipeline") if i % 2 == 0 else ("pipeline", "hand")):
+                        tag = f"{job}-{i}"
+                        r = by_hand(box, sbx, job, tag) if kind == "hand" else pipeline(box, runs, obs, job, params, tag)
+                        rows[kind].append(r)
+                        print(f"  {job} round {i + 1} {kind:8s} {r}", flush=True)
+                result["jobs"][job] = rows
+    return {"result": summarize(result), "table": render(summarize(result))}
+
+
+def summarize(result: dict) -> dict:
+    for job, rows in result["jobs"].items():
+        hand = harness.median(r["wall"] for r in rows["hand"])
+        pipe = harness.median(r["wall"] for r in rows["pipeline"])
+        phases = {}
+        for p in PHASES:
+            phases[p] = round(harness.median(r["phases"].get(p) for r in rows["pipeline"]), 2)
+        result["jobs"][job] = {**rows, "hand_s": round(hand, 2), "pipeline_s": round(pipe, 2),
+                               "ratio": round(pipe / hand, 3), "overhead_s": round(pipe - hand, 2), "phases": phases,
+                               "hand_phases": {k: round(harness.median(r[k] for r in rows["hand"]), 2)
+                                               for k in ("stage", "head_start", "job")}}
+    return result
+
+
+def render(result: dict) -> str:
+    targets = {"xgboost": 1.25, "sleep60": 1.15}
+    lines = ["## Overhead: the same job by hand and through the pipeline", "",
+             f"Medians of {result['rounds']} rounds, alternating. Targets: ratio ≤ 1.25 (xgboost), ≤ 1.15 (60 s "
+             "job); fixed overhead ≤ 10 s.", ""]
+    rows = [[job, j["hand_s"], j["pipeline_s"], j["ratio"], targets[job], j["overhead_s"]]
+            for job, j in result["jobs"].items()]
+    lines += [harness.table(["job", "by hand s", "pipeline s", "ratio", "target", "overhead s"], rows), ""]
+    lines += ["Where the pipeline's time goes (median seconds per phase; they add up to its wall time):", ""]
+    jobs = list(result["jobs"])
+    lines += [harness.table(["phase", *jobs], [[p, *[result["jobs"][j]["phases"][p] for j in jobs]] for p in PHASES])]
+    lines += ["", "By hand: " + "; ".join(f"{j}: " + ", ".join(f"{k} {v:.2f} s" for k, v in result["jobs"][j]["hand_phases"].items())
+                                         for j in jobs)]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    import json
+    import sys
+
+    out = run(int(sys.argv[1]) if len(sys.argv) > 1 else 1, tuple(sys.argv[2:]) or ("xgboost", "sleep60"))
+    print(out["table"])
+    print(json.dumps(out["result"]))

@@ -26,11 +26,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks import harness  # noqa: E402 - after the path
+
 KFP = ["kfp==2.17.0", "--no-deps"]  # what KFP's launcher command installs in every task
 BASELINE = {"RAY_JOBS (before)": ["requests>=2.31,<3", "boto3>=1.34,<2", "kubernetes==30.1.0"]}
 # What each kind's runtime code imports (kfp_ray modules load these lazily).
 IMPORTS = {"KUBE": "kubernetes", "CODEFLARE": "codeflare_sdk, kubernetes", "SUBMIT": "requests, boto3",
            "FOLLOW": "requests, kubernetes", "S3": "boto3", "DATA": "boto3, numpy, sklearn",
+           "DRIVER": "ray, kubernetes, requests, boto3, cryptography",
            "RAY_JOBS (before)": "requests, boto3, kubernetes"}
 
 
@@ -62,6 +65,29 @@ def measure(name: str, packages: list[str], work: Path) -> dict:
     shutil.rmtree(venv, ignore_errors=True)
     return {"kind": name, "packages": " ".join(packages), "mb": mb, "seconds": seconds,
             "imports": "ok" if ok.returncode == 0 else ok.stderr.strip().splitlines()[-1][:60]}
+
+
+COMPONENTS = {"KUBE": "teardown_ray_cluster, sweep_ray_clusters", "CODEFLARE": "provision_ray_cluster",
+              "SUBMIT": "submit_ray_job", "FOLLOW": "follow_ray_job", "DRIVER": "run_ray_driver",
+              "S3": "publish_training_results", "DATA": "stage_dataset", "RAY_JOBS (before)": "follow, submit (before)"}
+
+
+def run(rounds: int = 1) -> dict:
+    """For `python -m benchmarks`: every kind once (a download per kind: rounds are not repeated)."""
+    from kfp_ray.components import _build
+
+    kinds = {**BASELINE, **_build.KINDS}
+    with tempfile.TemporaryDirectory(prefix="kfp-ray-pip-path-") as tmp:
+        rows = [measure(name, pkgs, Path(tmp)) for name, pkgs in kinds.items()]
+    for r in rows:
+        print(f"  {r['kind']:<18} {r['mb']:8.1f} MB {r['seconds']:7.1f} s  imports {r['imports']}", flush=True)
+    table = ("## Pip path: what each task installs without --image\n\n"
+             "`kfp==2.17.0 --no-deps` and the kind's packages into a clean venv, no pip cache, as a fresh pod would "
+             "(downloads through this machine's network). With `compile --image REF`: 0 MB, 0 s for every task.\n\n"
+             + harness.table(["kind", "components", "MB", "s", "imports"],
+                             [[r["kind"], COMPONENTS.get(r["kind"], ""), round(r["mb"], 1), round(r["seconds"], 1),
+                               r["imports"]] for r in rows]))
+    return {"result": {"kinds": rows}, "table": table}
 
 
 def main() -> int:

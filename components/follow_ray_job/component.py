@@ -15,14 +15,15 @@ def follow_ray_job(
     namespace: str = "",
     timeout: int = 86400,
     delete_cluster: bool = True,
-    max_poll_seconds: float = 5.0,
+    max_poll_seconds: float = 0.5,
     outage_tolerance_seconds: float = 600.0,
     lease_seconds: int = 600,
     renew_every_seconds: int = 60,
 ) -> NamedTuple("FollowOutputs", [("status", str), ("duration_seconds", float), ("teardown_seconds", float)]):
     """Follow a Ray job to its end, streaming its logs into this task's log.
 
-    Polls with backoff (from 0.2 s up to max_poll_seconds). SUCCEEDED, FAILED and STOPPED
+    Checks the job's status with backoff from 0.2 s up to max_poll_seconds (0.5: its end is
+    seen within a second), and reads its log every 2 s. SUCCEEDED, FAILED and STOPPED
     are final. At the timeout the job is stopped. A failed job fails this task with the
     job's error and the end of its log. When delete_cluster is set, the RayCluster is
     deleted as soon as the job is over, so its quota is released at once.

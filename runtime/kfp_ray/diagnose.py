@@ -129,12 +129,14 @@ class PodTrouble:
         self.pull_grace, self.crash_restarts, self.clock = pull_grace, crash_restarts, clock
         self.pulling: dict[tuple, float] = {}  # (pod uid, container) -> first seen failing to pull
         self.pull_error: dict[tuple, str] = {}  # its latest ErrImagePull message
+        self.suspect = False  # the last look saw a pull failing or a container restarting: look often
 
     def check(self, pods, previous_log=None) -> str | None:
         """A fatal problem of one of the pods, or None. `previous_log(pod, container)`: the
         last terminated instance's log tail ('' if unreadable)."""
         now = self.clock()
         seen = set()
+        self.suspect = False
         for pod in pods:
             if pod.metadata.deletion_timestamp:
                 continue
@@ -145,6 +147,7 @@ class PodTrouble:
                 key = (pod.metadata.uid, cs.name)
                 waiting = cs.state.waiting if cs.state else None
                 reason = waiting.reason if waiting else None
+                self.suspect = self.suspect or reason in (*PULL_WAITING, "CrashLoopBackOff") or bool(cs.restart_count)
                 if reason in PULL_WAITING:
                     seen.add(key)
                     problem = self._pull(pod, cs, key, waiting, now)

@@ -31,6 +31,12 @@ EXCLUDE = {"__pycache__", ".git", ".ipynb_checkpoints"}
 TIMEOUTS = (5.0, 30.0)
 # How long follow rides out an unreachable dashboard (or Kubernetes API) before failing.
 OUTAGE_TOLERANCE = 600.0
+# The job's status is checked every MAX_POLL seconds at most, so that its cluster is deleted
+# (its quota released) within a second of its end: a status read is a small JSON answer from
+# the dashboard, not a Kubernetes request. The log is read every LOG_EVERY seconds at most:
+# the Job API answers with the whole log each time.
+MAX_POLL = 0.5
+LOG_EVERY = 2.0
 
 
 class RayJobsClient:
@@ -255,7 +261,7 @@ class Follower:
     for `outage_tolerance` seconds before Unreachable is raised. `heartbeat` is called once
     per poll, also during an outage."""
 
-    def __init__(self, dashboard_url: str, job_id: str, timeout: float, max_poll: float = 5.0, echo=print,
+    def __init__(self, dashboard_url: str, job_id: str, timeout: float, max_poll: float = MAX_POLL, echo=print,
                  stop_grace: float = 60.0, outage_tolerance: float = OUTAGE_TOLERANCE,
                  heartbeat: Callable[[], None] | None = None, request_timeout=TIMEOUTS,
                  clock=time.monotonic, sleep=time.sleep):
@@ -276,10 +282,22 @@ class Follower:
                              "outage_tolerance_seconds if such outages are expected")
         self.logs = ""
         self.info: dict | None = None
+        self.log_every = max(LOG_EVERY, max_poll)
+        self._drained_at: float | None = None
 
     # --- reading -------------------------------------------------------------------
     def _drain(self) -> None:
-        text = self.polls.logs(self.job_id)
+        self._take(self.polls.logs(self.job_id))
+
+    def _final_log(self) -> None:
+        """The whole log of a job that is over (bounded retries: the dashboard was just there)."""
+        try:
+            self._take(RayJobsClient(self.url, timeout=self.request_timeout).logs(self.job_id) or self.logs)
+        except Exception as exc:  # noqa: BLE001 - what was streamed is kept
+            log(f"could not read the final log of job {self.job_id} ({type(exc).__name__}: {first_line(exc)})")
+
+    def _take(self, text: str) -> None:
+        """Echo what the log has that was not seen yet; keep it all."""
         if len(text) > len(self.logs):
             from .redact import redact
 
@@ -291,7 +309,12 @@ class Follower:
         """The job's info (and new log lines), or None while the dashboard is unreachable."""
         try:
             info = self.polls.info(self.job_id)
-            self._drain()
+            now = self.clock()
+            if info["status"] in TERMINAL:
+                self._final_log()
+            elif self._drained_at is None or now - self._drained_at >= self.log_every:
+                self._drained_at = now
+                self._drain()
         except Exception as exc:  # noqa: BLE001 - classified: transient, lost, or a real failure
             if getattr(exc, "status", None) == 404:
                 raise self._lost() from None
@@ -353,10 +376,6 @@ class Follower:
         from .redact import redact
 
         info = self.info
-        try:  # the final log, complete (bounded retries: the job is over, the dashboard was just there)
-            self.logs = RayJobsClient(self.url, timeout=self.request_timeout).logs(self.job_id) or self.logs
-        except Exception as exc:  # noqa: BLE001 - what was streamed is kept
-            log(f"could not read the final log of job {self.job_id} ({type(exc).__name__}: {first_line(exc)})")
         start, end = info.get("start_time"), info.get("end_time")
         duration = (end - start) / 1000.0 if start and end else self.clock() - started
         result = JobResult(self.job_id, info["status"], info.get("message") or "", round(duration, 3),
@@ -395,7 +414,7 @@ class Follower:
             time.sleep(min(backoff.next(), max(0.0, deadline - time.monotonic())))
 
 
-def follow(dashboard_url: str, job_id: str, timeout: float, max_poll: float = 5.0, echo=print,
+def follow(dashboard_url: str, job_id: str, timeout: float, max_poll: float = MAX_POLL, echo=print,
            stop_grace: float = 60.0, outage_tolerance: float = OUTAGE_TOLERANCE,
            heartbeat: Callable[[], None] | None = None, request_timeout=TIMEOUTS) -> JobResult:
     """Follow a job to a terminal state, streaming its new log lines (see Follower); stop it

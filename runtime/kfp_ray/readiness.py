@@ -24,6 +24,14 @@ from .wait import Backoff, beat, log
 
 MAX_EVICTIONS = 2  # the second eviction fails provisioning
 PROGRESS_EVERY = 15.0
+# pipeline-runner may not watch RayClusters (RHOAI's Role: create, get, list, patch, delete),
+# so waits poll, one GET each, trading latency against API load:
+QUEUED_POLL_CAP = 5.0  # queued (maybe for hours): 12 GETs a minute at most ...
+REASON_EVERY = 60.0  # ... and why it waits (its LocalQueue and ClusterQueue) read once a minute
+STARTING_POLL_CAP = 1.0  # starting: "ready" is seen within a second (no sooner than 1 s: pods take longer) ...
+STARTING_FAST_S = 60.0  # ... for the first minute; then every SLOW_POLL_CAP (a long image pull)
+SLOW_POLL_CAP = 5.0
+PODS_EVERY = 5.0  # the pods (why they do not start) are listed this often while starting
 PODS_READY_CAUSE = ("Kueue evicts a cluster whose pods are not all ready within its pods-ready timeout "
                     "(waitForPodsReady.timeout, 5 minutes by default on OpenShift AI) and requeues it; the usual cause is a "
                     "Ray image whose pull takes longer than that (the RHOAI CUDA image is several GB) or pods slow "
@@ -83,10 +91,12 @@ class _Wait:
         self.pods = "no pods yet"
         self.why = ""
         self.last_progress = -PROGRESS_EVERY
+        self.pods_listed: float | None = None
+        self.reason_read = -REASON_EVERY
 
     # --- the loop ------------------------------------------------------------------
     def run(self) -> Waited:
-        backoff = Backoff(0.25, 1.5, 3.0)
+        backoff = Backoff(0.25, 1.5, QUEUED_POLL_CAP)
         last = self.clock()
         while True:
             beat(self.heartbeat)
@@ -104,18 +114,24 @@ class _Wait:
             event = self.admissions.observe(rc)
             if event == "admitted":
                 log(f"admitted by Kueue after {self.spent['queued']:.1f}s queued; starting pods")
-                self.phase, backoff = "starting", Backoff(0.25, 1.5, 3.0)
+                self.phase, backoff = "starting", Backoff(STARTING_POLL_CAP, 1.0, STARTING_POLL_CAP)
+                self.pods_listed = now  # the first look at the pods after PODS_EVERY
             elif event in ("evicted", "readmitted"):
                 self.evicted(rc, readmitted=event == "readmitted")
                 if event == "evicted":
-                    self.phase, backoff = "queued", Backoff(0.25, 1.5, 3.0)
+                    self.phase, backoff = "queued", Backoff(0.25, 1.5, QUEUED_POLL_CAP)
                     self.last_progress = -PROGRESS_EVERY
+                    self.reason_read = -REASON_EVERY
             if self.phase == "starting" and self.started(rc, now):
                 return Waited(round(self.spent["queued"], 2), round(self.spent["starting"], 2), self.admissions.evictions)
             if self.phase == "queued":
                 self.queued(rc, now)
+            if self.phase == "starting" and self.spent["starting"] > STARTING_FAST_S and backoff.cap < SLOW_POLL_CAP:
+                backoff = Backoff(SLOW_POLL_CAP, 1.0, SLOW_POLL_CAP)
             left = self.budget[self.phase] - self.spent[self.phase]
             if left <= 0:
+                if self.phase == "starting":
+                    self.look_at_pods(now)  # what they are doing now, for the message
                 raise self.timed_out()
             self.sleep(min(backoff.next(), left))
 
@@ -124,7 +140,9 @@ class _Wait:
         if now - self.last_progress < PROGRESS_EVERY:
             return
         self.last_progress = now
-        self.why = self.kueue.waiting_reason(rc)
+        if now - self.reason_read >= REASON_EVERY:
+            self.reason_read = now
+            self.why = self.kueue.waiting_reason(rc)
         ev = self.kueue.eviction(rc) if self.admissions.evictions else None
         if ev and ev.deactivated:
             raise Evicted(f"Kueue deactivated RayCluster {self.name!r}'s Workload after {ev.requeues} requeues "
@@ -140,18 +158,25 @@ class _Wait:
         problem = replica_failure(rc)
         if problem and not problem.transient:
             raise PodsFailing(f"RayCluster {self.name!r} cannot start: {problem}")
-        pods = kube.call(kube.core().list_namespaced_pod, self.ns, label_selector=f"ray.io/cluster={self.name}",
-                         what="list pods").items
-        trouble = self.trouble.check(pods, self.previous_log)
-        if trouble:
-            raise PodsFailing(f"RayCluster {self.name!r} cannot start: {trouble}")
-        self.pods = pod_summary(pods)
+        if self.pods_listed is not None and now - self.pods_listed < PODS_EVERY and not self.trouble.suspect:
+            return False
+        self.look_at_pods(now)
         if now - self.last_progress >= PROGRESS_EVERY:
             self.last_progress = now
             note = (" - KubeRay waits for the CodeFlare operator to create the head's OAuth ServiceAccount"
                     if problem else "")
             log(f"starting: {self.pods} ({self.spent['starting']:.0f}s){note}")
         return False
+
+    def look_at_pods(self, now: float) -> None:
+        """List the pods: PodsFailing if one cannot start; else what they are doing (self.pods)."""
+        self.pods_listed = now
+        pods = kube.call(kube.core().list_namespaced_pod, self.ns, label_selector=f"ray.io/cluster={self.name}",
+                         what="list pods").items
+        trouble = self.trouble.check(pods, self.previous_log)
+        if trouble:
+            raise PodsFailing(f"RayCluster {self.name!r} cannot start: {trouble}")
+        self.pods = pod_summary(pods)
 
     def previous_log(self, pod, container: str, lines: int = 20) -> str:
         """The last lines of a crashed container's previous instance (pipeline-runner may read

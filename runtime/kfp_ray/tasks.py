@@ -65,7 +65,7 @@ def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str = "submit
 
 
 def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "", namespace: str = "",
-           timeout: float = 86400, delete_cluster: bool = True, max_poll_seconds: float = 5.0,
+           timeout: float = 86400, delete_cluster: bool = True, max_poll_seconds: float = jobs.MAX_POLL,
            outage_tolerance_seconds: float = jobs.OUTAGE_TOLERANCE, heartbeat: Callable[[], None] | None = None,
            lease_seconds: float = lease.DEFAULT_LEASE_S, renew_every_seconds: float = lease.DEFAULT_RENEW_S):
     """Follow the job; write its log (as read so far) to log_path whatever happens.

@@ -219,3 +219,58 @@ def test_the_wait_beats_once_per_poll_and_a_failing_heartbeat_is_only_logged(box
         wait_ready("hb-held", "sandbox", "local-queue-test", admission_timeout=1.5, startup_timeout=5, heartbeat=heartbeat)
     assert len(beats) >= 3 and beats == list(range(beats[0], beats[0] + len(beats)))  # one beat before each poll
     assert "heartbeat failed (RuntimeError: lease patch refused); carrying on" in capsys.readouterr().out
+
+
+class FakeTime:
+    """A clock that only the wait's own sleeps move: the poll schedule, with no real waiting."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_waiting_polls_lightly_queued_and_starting(box, sbx, as_pipeline_runner):
+    """pipeline-runner may not watch RayClusters, so the wait polls: queued, one GET every 5 s
+    at most and the queues read once a minute; starting, the cluster every second for the first
+    minute, then every 5 s, and its pods every 5 s (pods that are not failing)."""
+    from kfp_ray.errors import AdmissionTimeout, StartupTimeout
+    from kfp_ray.readiness import wait_ready
+
+    def requests(since):
+        return [e for e in sbx.audit()[since:] if e["user"].endswith(":pipeline-runner-dspa")]
+
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    sbx.set_faults({"clusters": {"light-held": {"never_admit": True}, "light-slow": {"slow_start": 600}}})
+    co.create_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters",
+                                       raycluster("light-held", workers=0, cpu="100m", memory="256Mi"))
+    mark, t = len(sbx.audit()), FakeTime()
+    with pytest.raises(AdmissionTimeout):
+        wait_ready("light-held", "sandbox", "local-queue-test", admission_timeout=600, startup_timeout=5,
+                   clock=t.clock, sleep=t.sleep)
+    reqs = requests(mark)
+    gets = [e for e in reqs if e["path"].endswith("/rayclusters/light-held")]
+    assert 600 / 5 <= len(gets) <= 600 / 5 + 12, len(gets)  # the first few polls come sooner
+    others = [e for e in reqs if e not in gets]  # why it waits: the Workload and its queues, once a minute
+    assert len(others) <= 3 * (600 / 60 + 1), [e["path"] for e in others]
+
+    co.create_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters",
+                                       raycluster("light-slow", workers=0, cpu="100m", memory="256Mi"))
+    eventually(lambda: not co.get_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "light-slow")
+               ["spec"].get("suspend"), 60, what="Kueue to admit light-slow")  # the wait starts in its starting phase
+    mark, t = len(sbx.audit()), FakeTime()
+    with pytest.raises(StartupTimeout) as exc:
+        wait_ready("light-slow", "sandbox", "local-queue-test", admission_timeout=600, startup_timeout=180,
+                   clock=t.clock, sleep=t.sleep)
+    assert "ContainerCreating" in str(exc.value)  # the pods as they are at the timeout
+    reqs = requests(mark)
+    gets = [e for e in reqs if e["path"].endswith("/rayclusters/light-slow")]
+    pods = [e for e in reqs if e["path"].endswith("/pods")]
+    assert 60 + 120 / 5 - 3 <= len(gets) <= 60 + 120 / 5 + 3, len(gets)  # 1 s for a minute, then 5 s
+    assert 180 / 10 <= len(pods) <= 180 / 5 + 2, len(pods)  # every 5 to 10 s (polls with jitter)
+    for name in ("light-held", "light-slow"):
+        co.delete_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", name)

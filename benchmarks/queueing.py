@@ -1,0 +1,105 @@
+"""Queueing under load: 6 runs started at once on a ClusterQueue whose quota fits 2 clusters.
+
+A ClusterQueue of its own (bench-queue, its LocalQueue `bench`) is made for it. One run alone
+on it first measures a cluster's CPU and the single run's wall time (the baseline, same run);
+the queue's CPU quota is then set to exactly two clusters, and 6 runs of the same pipeline
+(compiled/ray_training.yaml, a 30 s job) start together. Reported: the makespan (first start
+to last end) against the ideal ceil(6/2) x one run, the most Workloads ever admitted at once
+(never over quota), and each run's queued seconds (provision's output)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+from . import harness
+
+RUNS, FITS = 6, 2
+JOB = "python -c 'import time; time.sleep(30)'"
+PARAMS = {"entrypoint": JOB, "local_queue": "bench", "head_memory": "2Gi", "worker_memory": "2Gi"}
+
+
+def queue(api, ns: str, cpu: str) -> None:
+    """bench-queue with `cpu` CPUs (memory and pods plenty: CPU is what binds), and its LocalQueue."""
+    cq = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "bench-queue"},
+          "spec": {"namespaceSelector": {}, "resourceGroups": [{
+              "coveredResources": ["cpu", "memory", "pods", "nvidia.com/gpu"],
+              "flavors": [{"name": "default-flavor", "resources": [
+                  {"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "64Gi"},
+                  {"name": "pods", "nominalQuota": 40}, {"name": "nvidia.com/gpu", "nominalQuota": 0}]}]}]}}
+    try:
+        current = api.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", "bench-queue")
+        cq["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        api.replace_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", "bench-queue", cq)
+    except Exception as exc:  # noqa: BLE001 - not there yet
+        if getattr(exc, "status", None) != 404:
+            raise
+        api.create_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", cq)
+        api.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", ns, "localqueues", {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+            "metadata": {"name": "bench", "namespace": ns}, "spec": {"clusterQueue": "bench-queue"}})
+
+
+def run(rounds: int = 1) -> dict:
+    from kubernetes import client
+
+    from kfp_ray_sandbox.client import SandboxClient
+
+    result: dict = {"runs": RUNS, "fits": FITS, "rounds": []}
+    with harness.sandbox() as box:
+        sbx = SandboxClient(box.info)
+        ns = box.info["namespace"]
+        api = client.CustomObjectsApi(sbx.api_client())
+        queue(api, ns, "100")
+        runs = harness.Pipelines(box)
+        with harness.Observer(sbx, ns, queue="bench-queue") as obs:
+            for r in range(rounds):
+                obs.mark()
+                run_id, asked = runs.start("ray_training", PARAMS, f"queue-alone-{r}")
+                alone = runs.wait(run_id)
+                single = time.time() - asked
+                per_cluster = max(cpu for _, cpu in obs.usage)
+                print(f"  queueing round {r + 1}: one run alone {single:.1f}s ({alone.state}), a cluster {per_cluster:g} CPU",
+                      flush=True)
+                queue(api, ns, f"{per_cluster * FITS:g}")
+                time.sleep(0.5)
+                obs.mark()
+                started = [runs.start("ray_training", PARAMS, f"queue-{r}-{i}") for i in range(RUNS)]
+                ends = [runs.wait(run_id, timeout=1800) for run_id, _ in started]
+                makespan = time.time() - started[0][1]
+                over = [cpu for _, cpu in obs.usage if cpu > per_cluster * FITS]
+                queued = [float(runs.outputs(run_id, "ray_training").get("provision-ray-cluster", {})
+                                .get("queued_seconds", "nan")) for run_id, _ in started]
+                ideal = math.ceil(RUNS / FITS) * single
+                t0 = started[0][1]
+                timeline = {name: {k: round(v - t0, 1) for k, v in c.items() if isinstance(v, float) and k != "first_seen"}
+                            for name, c in sorted(obs.clusters.items(), key=lambda kv: kv[1].get("admitted", 1e18))}
+                run_ends = [round(harness.ts(e.finished_at) - t0, 1) if e.finished_at else None for e in ends]
+                row = {"single_s": round(single, 1), "makespan_s": round(makespan, 1), "ideal_s": round(ideal, 1),
+                       "ratio": round(makespan / ideal, 3), "peak_admitted": obs.peak_admitted,
+                       "over_quota_samples": len(over), "states": [str(e.state) for e in ends],
+                       "queued_s": [round(q, 1) for q in queued], "run_ends_s": run_ends, "clusters": timeline}
+                result["rounds"].append(row)
+                print(f"  queueing round {r + 1}: {row}", flush=True)
+                queue(api, ns, "100")
+    return {"result": result, "table": render(result)}
+
+
+def render(result: dict) -> str:
+    rows = [[i + 1, r["single_s"], r["ideal_s"], r["makespan_s"], r["ratio"], r["peak_admitted"],
+             "yes" if r["over_quota_samples"] else "no", ", ".join(f"{q:g}" for q in r["queued_s"]),
+             ", ".join(sorted(set(r["states"])))] for i, r in enumerate(result["rounds"])]
+    return ("## Queueing: 6 runs at once on a quota that fits 2 clusters\n\n"
+            "ray_training with a 30 s job; the ideal is ceil(6/2) x one run alone (measured first, same sandbox). "
+            "Target: makespan ≤ 1.15 x ideal, never over quota.\n\n"
+            + harness.table(["round", "one run s", "ideal s", "makespan s", "ratio", "peak admitted",
+                             "over quota", "queued s (each run)", "states"], rows))
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    out = run(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
+    print(out["table"])
+    print(json.dumps(out["result"]))
