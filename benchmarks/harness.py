@@ -126,19 +126,22 @@ class Pipelines:
         with contextlib.redirect_stdout(io.StringIO()):
             self.experiment = self.client.create_experiment(EXPERIMENT).experiment_id
 
-    def upload(self, name: str) -> tuple[str, str]:
+    def upload(self, name: str, path: Path | None = None) -> tuple[str, str]:
+        """Upload compiled/<name>.yaml (or `path`, under its own name) once; its ids."""
         from kfp_ray.pipelines import registry
 
-        if name not in self.versions:
+        key = str(path or name)
+        if key not in self.versions:
             with contextlib.redirect_stdout(io.StringIO()):
-                p = self.client.upload_pipeline(str(registry.compiled_path(name)), pipeline_name=name)
+                p = self.client.upload_pipeline(str(path or registry.compiled_path(name)),
+                                                pipeline_name=f"{name}-{path.parent.name}" if path else name)
                 v = self.client.list_pipeline_versions(p.pipeline_id).pipeline_versions[0]
-            self.versions[name] = (p.pipeline_id, v.pipeline_version_id)
-        return self.versions[name]
+            self.versions[key] = (p.pipeline_id, v.pipeline_version_id)
+        return self.versions[key]
 
-    def start(self, name: str, params: dict, tag: str) -> tuple[str, float]:
-        """Start a run; its id and when it was asked for (epoch seconds)."""
-        pid, vid = self.upload(name)
+    def start(self, name: str, params: dict, tag: str, path: Path | None = None) -> tuple[str, float]:
+        """Start a run of compiled/<name>.yaml (or `path`); its id and when it was asked for (epoch seconds)."""
+        pid, vid = self.upload(name, path)
         asked = time.time()
         with contextlib.redirect_stdout(io.StringIO()):
             run = self.client.run_pipeline(self.experiment, f"bench-{tag}", pipeline_id=pid, version_id=vid, params=params)

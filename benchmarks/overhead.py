@@ -15,7 +15,11 @@ start_time and end_time, and the pipeline-runner's requests in the audit log."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from . import harness
 
@@ -25,6 +29,8 @@ JOBS = {  # name -> (pipeline, its parameters, by-hand CPUs, dataset)
     "xgboost": ("xgboost_tune", {}, 3, "breast_cancer"),
     "sleep60": ("ray_training", {"entrypoint": SLEEP_ENTRYPOINT, "head_memory": "2Gi", "worker_memory": "2Gi"}, 2, ""),
 }
+IMAGE = "quay.io/kfp-ray/components:bench"  # a name: the sandbox runs its task image under any name
+KINDS = ("hand", "pipeline", "image")
 PHASES = ["tasks start and imports", "admission", "head and worker start", "provision sees ready", "submit",
           "job", "follow sees the end", "delete and wait gone", "publish", "teardown (exit task)"]
 
@@ -77,10 +83,19 @@ def by_hand(box, sbx, job: str, tag: str) -> dict:
             "head_start": round(ready - staged, 2), "job": round((info["end_time"] - info["start_time"]) / 1000, 2)}
 
 
-def pipeline(box, runs: harness.Pipelines, obs: harness.Observer, job: str, params: dict, tag: str) -> dict:
+def compile_with_image(into: Path) -> Path:
+    """compiled/ again with --image: every task runs in a component image, no pip step (in the
+    sandbox, its task image under that name)."""
+    subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "compile", "--image", IMAGE, "--out", str(into)],
+                   check=True, stdout=subprocess.DEVNULL)
+    return into
+
+
+def pipeline(box, runs: harness.Pipelines, obs: harness.Observer, job: str, params: dict, tag: str,
+             compiled: Path | None = None) -> dict:
     name, own, _, _ = JOBS[job]
     obs.mark()
-    run_id, asked = runs.start(name, {**params, **own}, tag)
+    run_id, asked = runs.start(name, {**params, **own}, tag, compiled / f"{name}.yaml" if compiled else None)
     run = runs.wait(run_id)
     ended = time.time()
     time.sleep(0.3)  # the observer's last look
@@ -115,17 +130,19 @@ def run(rounds: int = 2, jobs=("xgboost", "sleep60")) -> dict:
     from kfp_ray_sandbox.client import SandboxClient
 
     result: dict = {"rounds": rounds, "jobs": {}}
-    with harness.sandbox() as box:
+    with harness.sandbox() as box, tempfile.TemporaryDirectory(prefix="bench-image-") as tmp:
+        image = compile_with_image(Path(tmp) / "image")
         sbx = SandboxClient(box.info)
         runs = harness.Pipelines(box)
         with harness.Observer(sbx, box.info["namespace"]) as obs:
             for job in jobs:
                 params = with_sandbox_queue(JOBS[job][0], {}, sbx)
-                rows = {"hand": [], "pipeline": []}
+                rows = {k: [] for k in KINDS}
                 for i in range(rounds):
-                    for kind in (("hand", "pipeline") if i % 2 == 0 else ("pipeline", "hand")):
-                        tag = f"{job}-{i}"
-                        r = by_hand(box, sbx, job, tag) if kind == "hand" else pipeline(box, runs, obs, job, params, tag)
+                    for kind in (KINDS if i % 2 == 0 else tuple(reversed(KINDS))):
+                        tag = f"{job}-{kind}-{i}"
+                        r = (by_hand(box, sbx, job, tag) if kind == "hand" else
+                             pipeline(box, runs, obs, job, params, tag, image if kind == "image" else None))
                         rows[kind].append(r)
                         print(f"  {job} round {i + 1} {kind:8s} {r}", flush=True)
                 result["jobs"][job] = rows
@@ -136,11 +153,13 @@ def summarize(result: dict) -> dict:
     for job, rows in result["jobs"].items():
         hand = harness.median(r["wall"] for r in rows["hand"])
         pipe = harness.median(r["wall"] for r in rows["pipeline"])
-        phases = {}
-        for p in PHASES:
-            phases[p] = round(harness.median(r["phases"].get(p) for r in rows["pipeline"]), 2)
+        img = harness.median(r["wall"] for r in rows["image"])
+        phases = {k: {p: round(harness.median(r["phases"].get(p) for r in rows[k]), 2) for p in PHASES}
+                  for k in ("pipeline", "image")}
         result["jobs"][job] = {**rows, "hand_s": round(hand, 2), "pipeline_s": round(pipe, 2),
-                               "ratio": round(pipe / hand, 3), "overhead_s": round(pipe - hand, 2), "phases": phases,
+                               "ratio": round(pipe / hand, 3), "overhead_s": round(pipe - hand, 2),
+                               "image_s": round(img, 2), "image_ratio": round(img / hand, 3),
+                               "image_overhead_s": round(img - hand, 2), "phases": phases,
                                "hand_phases": {k: round(harness.median(r[k] for r in rows["hand"]), 2)
                                                for k in ("stage", "head_start", "job")}}
     return result
@@ -150,15 +169,18 @@ def render(result: dict) -> str:
     targets = {"xgboost": 1.25, "sleep60": 1.15}
     lines = ["## Overhead: the same job by hand and through the pipeline", "",
              f"Medians of {result['rounds']} rounds, alternating. Targets: ratio ≤ 1.25 (xgboost), ≤ 1.15 (60 s "
-             "job); fixed overhead ≤ 10 s.", ""]
-    rows = [[job, j["hand_s"], j["pipeline_s"], j["ratio"], targets[job], j["overhead_s"]]
-            for job, j in result["jobs"].items()]
-    lines += [harness.table(["job", "by hand s", "pipeline s", "ratio", "target", "overhead s"], rows), ""]
+             "job); fixed overhead ≤ 10 s. `pipeline`: compiled/ as committed (each task pip-installs, KFP's "
+             "default); `--image`: compiled with `kfp-ray compile --image` (no pip step).", ""]
+    rows = [[job, j["hand_s"], j["pipeline_s"], j["ratio"], j["overhead_s"], j["image_s"], j["image_ratio"],
+             j["image_overhead_s"], targets[job]] for job, j in result["jobs"].items()]
+    lines += [harness.table(["job", "by hand s", "pipeline s", "ratio", "overhead s", "--image s", "ratio",
+                             "overhead s", "target ratio"], rows), ""]
     lines += ["Where the pipeline's time goes (median seconds per phase; they add up to its wall time):", ""]
-    jobs = list(result["jobs"])
-    lines += [harness.table(["phase", *jobs], [[p, *[result["jobs"][j]["phases"][p] for j in jobs]] for p in PHASES])]
+    cols = [(j, k) for j in result["jobs"] for k in ("pipeline", "image")]
+    lines += [harness.table(["phase", *[f"{j} {k}" for j, k in cols]],
+                            [[p, *[result["jobs"][j]["phases"][k][p] for j, k in cols]] for p in PHASES])]
     lines += ["", "By hand: " + "; ".join(f"{j}: " + ", ".join(f"{k} {v:.2f} s" for k, v in result["jobs"][j]["hand_phases"].items())
-                                         for j in jobs)]
+                                         for j in result["jobs"])]
     return "\n".join(lines)
 
 
