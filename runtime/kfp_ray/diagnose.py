@@ -118,6 +118,11 @@ def _whose(cs, what: str, fix: str) -> str:
     return f"{what}. Fix: {fix}"
 
 
+# A pull failure seen only as ImagePullBackOff ("Back-off pulling image"): how much longer to
+# wait for the kubelet's next try, whose ErrImagePull says why (the image back-off starts at 10 s).
+PULL_ERROR_WAIT = 15.0
+
+
 class PodTrouble:
     """Pod problems over successive observations: the immediate ones (pod_problem) at once;
     an image that keeps failing to pull once it has failed for `pull_grace` seconds (at once
@@ -167,6 +172,8 @@ class PodTrouble:
         final = bool(PULL_FINAL.search(error))
         if not final and now - since < self.pull_grace:
             return None
+        if not error and now - since < self.pull_grace + PULL_ERROR_WAIT:
+            return None  # only the back-off seen (pods are looked at every few seconds): its next try says why
         said = error or waiting.message or ""
         how = "" if final else f" for {now - since:.0f}s, the kubelet retrying with back-off"
         what = (f"pod {pod.metadata.name}, container {cs.name}: image {cs.image or '?'} cannot be pulled{how} "
