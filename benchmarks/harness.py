@@ -77,7 +77,9 @@ def pct(values: list[float], q: float) -> float:
     v = sorted(x for x in values if x is not None)
     if not v:
         return float("nan")
-    return v[min(len(v) - 1, max(0, round(q / 100 * len(v) + 0.5) - 1))]
+    import math
+
+    return v[min(len(v) - 1, max(0, math.ceil(q / 100 * len(v)) - 1))]
 
 
 def median(values) -> float:

@@ -1,0 +1,38 @@
+"""The benchmarks' arithmetic (benchmarks/): what their tables claim follows from what they saw."""
+
+from __future__ import annotations
+
+import math
+
+from benchmarks import harness, overhead, release
+
+
+def test_percentiles_are_nearest_rank_and_ignore_missing_values():
+    assert harness.pct([3.0, 1.0, 2.0, None], 50) == 2.0
+    assert harness.pct([float(i) for i in range(1, 21)], 95) == 19.0
+    assert harness.pct([0.4, 0.5], 95) == 0.5
+    assert math.isnan(harness.pct([None], 95))
+
+
+def test_the_overhead_phases_add_up_to_the_wall_time():
+    asked, ended = 1000.0, 1047.5
+    tasks = {"provision-ray-cluster": {"start": 1000.5, "end": 1014.0}, "follow-ray-job": {"start": 1016.0, "end": 1040.0},
+             "publish-training-results": {"start": 1040.5, "end": 1044.0}}
+    cluster = {"admitted": 1003.2, "ready": 1012.5, "job_start": 1016.2, "job_end": 1036.0}
+    requests = [{"ts": 1003.0, "method": "POST", "path": "/apis/ray.io/v1/namespaces/ns/rayclusters"},
+                {"ts": 1036.4, "method": "GET", "path": "/apis/ray.io/v1/namespaces/ns/rayclusters/c"},
+                {"ts": 1036.5, "method": "DELETE", "path": "/apis/ray.io/v1/namespaces/ns/rayclusters/c"}]
+    phases = overhead.split(asked, ended, tasks, {"c": cluster}, requests)
+    assert math.isclose(sum(phases[p] for p in overhead.PHASES), ended - asked, abs_tol=0.05)
+    assert phases["admission"] == 0.2 and phases["follow sees the end"] == 0.4
+    assert phases["_delete_request_after_end"] == 0.5
+    assert "incomplete" in overhead.split(asked, ended, tasks, {}, requests)  # no cluster seen: said, not guessed
+
+
+def test_api_cost_counts_each_phase_of_the_clusters_life_by_verb():
+    reqs = [{"ts": t, "verb": v} for t, v in ((0.0, "create"), (0.1, "get"), (2.0, "get"), (2.5, "list"),
+                                              (40.0, "patch"), (59.9, "get"), (60.0, "delete"))]
+    cost = release.cost(reqs, create=0.0, admitted=1.0, ready=10.0, delete=60.0)
+    assert cost["queued"] == {"seconds": 1.0, "requests": 2, "verbs": {"create": 1, "get": 1}}
+    assert cost["starting"]["requests"] == 2 and cost["running"]["verbs"] == {"patch": 1, "get": 1}
+    assert cost["per_cluster_minute"] == 7.0  # the delete request itself included: 7 in one minute
