@@ -14,7 +14,6 @@ start_time and end_time, and the pipeline-runner's requests in the audit log."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ PHASES = ["tasks start and imports", "admission", "head and worker start", "prov
 
 def by_hand(box, sbx, job: str, tag: str) -> dict:
     from kfp_ray import datasets
+    from kfp_ray.driver import environ
     from kfp_ray.jobs import RayJobsClient, read_requirements
     from kfp_ray_sandbox.controllers.kubelet import HEAD_PORT_FLAGS
     from kfp_ray_sandbox.raynode import RayNode, free_port
@@ -44,9 +44,7 @@ def by_hand(box, sbx, job: str, tag: str) -> dict:
     _, _, cpus, dataset = JOBS[job]
     started = time.monotonic()
     env = sbx.data_connection()
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environ(env):
         prefix = f"s3://{box.info['s3_bucket']}/bench/{tag}"
         if dataset:
             datasets.stage(dataset, prefix + "/data")
@@ -73,12 +71,6 @@ def by_hand(box, sbx, job: str, tag: str) -> dict:
         finally:
             node.stop(grace=5)
             box.network.release(ip)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     return {"status": info["status"], "wall": round(ended - started, 2), "stage": round(staged - started, 2),
             "head_start": round(ready - staged, 2), "job": round((info["end_time"] - info["start_time"]) / 1000, 2)}
 
