@@ -71,3 +71,19 @@ def cpu_in_use(custom_objects) -> float:
     cq = custom_objects.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", "cluster-queue")
     return sum(float(quantity(r["total"])) for f in (cq.get("status") or {}).get("flavorsUsage") or []
                for r in f["resources"] if r["name"] == "cpu")
+
+
+class FakeClock:
+    """A clock that only advance() (or sleep(), for code that takes a sleep) moves: a schedule
+    of polls or timeouts, followed with no real waiting."""
+
+    def __init__(self, now: float = 0.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    sleep = advance

@@ -12,29 +12,19 @@ from kfp_ray_sandbox.controllers.kueue import FINALIZER, KueueController, pod_re
 from kfp_ray_sandbox.controllers.kueue_quota import selector_matches
 from kfp_ray_sandbox.core import bootstrap_objects, local_queue_of
 from kfp_ray_sandbox.faults import PLATFORM_DEFAULTS, Faults
-from tests.helpers import raycluster
+from tests.helpers import FakeClock, raycluster
 
 NS = "sandbox"
 MSG_CPU_3 = ("couldn't assign flavors to pod set small-group: "
              "insufficient unused quota for cpu in flavor default-flavor, 3 more needed")
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
 
 def make_kueue(layout: str = "seed") -> KueueController:
     reg, store = Registry(), Store()
     for obj in bootstrap_objects(layout):
         store.create(reg.by_kind(obj["apiVersion"].rpartition("/")[0], obj["kind"]), obj)
-    return KueueController(store, reg, Faults(), clock=FakeClock())
+    return KueueController(store, reg, Faults(), clock=FakeClock(1000.0))
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from kubernetes import client as k8s
 
 from kfp_ray import tasks
 from kfp_ray.errors import InputError
-from tests.helpers import eventually, raycluster
+from tests.helpers import FakeClock, eventually, raycluster
 
 COMPONENT = "kfp_ray.components.provision_ray_cluster.component:provision_ray_cluster"
 SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi")
@@ -221,19 +221,6 @@ def test_the_wait_beats_once_per_poll_and_a_failing_heartbeat_is_only_logged(box
     assert "heartbeat failed (RuntimeError: lease patch refused); carrying on" in capsys.readouterr().out
 
 
-class FakeTime:
-    """A clock that only the wait's own sleeps move: the poll schedule, with no real waiting."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def test_waiting_polls_lightly_queued_and_starting(box, sbx, as_pipeline_runner):
     """pipeline-runner may not watch RayClusters, so the wait polls: queued, one GET every 5 s
     at most and the queues read once a minute; starting, the cluster every second for the first
@@ -248,10 +235,10 @@ def test_waiting_polls_lightly_queued_and_starting(box, sbx, as_pipeline_runner)
     sbx.set_faults({"clusters": {"light-held": {"never_admit": True}, "light-slow": {"slow_start": 600}}})
     co.create_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters",
                                        raycluster("light-held", workers=0, cpu="100m", memory="256Mi"))
-    mark, t = len(sbx.audit()), FakeTime()
+    mark, t = len(sbx.audit()), FakeClock()
     with pytest.raises(AdmissionTimeout):
         wait_ready("light-held", "sandbox", "local-queue-test", admission_timeout=600, startup_timeout=5,
-                   clock=t.clock, sleep=t.sleep)
+                   clock=t, sleep=t.sleep)
     reqs = requests(mark)
     gets = [e for e in reqs if e["path"].endswith("/rayclusters/light-held")]
     assert 600 / 5 <= len(gets) <= 600 / 5 + 12, len(gets)  # the first few polls come sooner
@@ -262,10 +249,10 @@ def test_waiting_polls_lightly_queued_and_starting(box, sbx, as_pipeline_runner)
                                        raycluster("light-slow", workers=0, cpu="100m", memory="256Mi"))
     eventually(lambda: not co.get_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "light-slow")
                ["spec"].get("suspend"), 60, what="Kueue to admit light-slow")  # the wait starts in its starting phase
-    mark, t = len(sbx.audit()), FakeTime()
+    mark, t = len(sbx.audit()), FakeClock()
     with pytest.raises(StartupTimeout) as exc:
         wait_ready("light-slow", "sandbox", "local-queue-test", admission_timeout=600, startup_timeout=180,
-                   clock=t.clock, sleep=t.sleep)
+                   clock=t, sleep=t.sleep)
     assert "ContainerCreating" in str(exc.value)  # the pods as they are at the timeout
     reqs = requests(mark)
     gets = [e for e in reqs if e["path"].endswith("/rayclusters/light-slow")]
