@@ -175,6 +175,13 @@ class Pipelines:
         return {k: v.get("parameterValues") or {} for k, v in
                 summary.task_outputs(self.sbx.s3(), self.box.info["s3_bucket"], f"{pipeline}/{run_id}/").items()}
 
+    @staticmethod
+    def create_and_delete(requests: list[dict]) -> tuple[float | None, float | None]:
+        """When the runner asked to create the RayCluster, and to delete it (None: never)."""
+        create = next((a["ts"] for a in requests if a["method"] == "POST" and a["path"].endswith("/rayclusters")), None)
+        delete = next((a["ts"] for a in requests if a["method"] == "DELETE" and "/rayclusters/" in a["path"]), None)
+        return create, delete
+
     def runner_requests(self, since: float, until: float) -> list[dict]:
         """The pipeline-runner's Kubernetes API requests between two times (the audit log)."""
         return [a for a in self.sbx.audit() if a["user"] == RUNNER and since <= a["ts"] <= until]

@@ -100,8 +100,7 @@ def pipeline(box, runs: harness.Pipelines, obs: harness.Observer, job: str, para
 def split(asked: float, ended: float, tasks: dict, clusters: dict, requests: list[dict]) -> dict:
     """The run's wall time as consecutive phases (seconds); they add up to the wall time."""
     c = next(iter(clusters.values()), {})
-    create = next((a["ts"] for a in requests if a["method"] == "POST" and a["path"].endswith("/rayclusters")), None)
-    delete = next((a["ts"] for a in requests if a["method"] == "DELETE" and "/rayclusters/" in a["path"]), None)
+    create, delete = harness.Pipelines.create_and_delete(requests)
     end = c.get("job_end")
     seen = next((a["ts"] for a in requests if end and a["ts"] >= end), None)
     provision, follow = tasks.get("provision-ray-cluster", {}), tasks.get("follow-ray-job", {})

@@ -59,8 +59,7 @@ def one(runs: harness.Pipelines, obs: harness.Observer, params: dict, ending: st
     time.sleep(1.0)  # the observer's last looks (quota back to 0)
     c = next(iter(obs.clusters.values()), {})
     reqs = runs.runner_requests(asked, ended)
-    create = next((a["ts"] for a in reqs if a["method"] == "POST" and a["path"].endswith("/rayclusters")), None)
-    delete = next((a["ts"] for a in reqs if a["method"] == "DELETE" and "/rayclusters/" in a["path"]), None)
+    create, delete = harness.Pipelines.create_and_delete(reqs)
     end = cancelled if ending == "cancel" else c.get("job_end")
     seen = next((a["ts"] for a in reqs if end and a["ts"] >= end), None) if ending != "cancel" else None
     zero = obs.quota_zero_after(delete) if delete else None

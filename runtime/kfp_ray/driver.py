@@ -186,20 +186,19 @@ def load_function(driver: str, function: str, embedded_root: str | None = None):
 @contextlib.contextmanager
 def environ(values: dict[str, str | None]):
     """os.environ with `values` set (None: unset) inside the block, as it was afterwards."""
+    def apply(env: dict[str, str | None]) -> None:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
     saved = {k: os.environ.get(k) for k in values}
     try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        apply(values)
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        apply(saved)
 
 
 @contextlib.contextmanager

@@ -67,14 +67,8 @@ def wait_gone(rc: dict, timeout: float = GONE_TIMEOUT, why: str = "") -> None:
 
     # Gone in ~2 s when the operators are well (the next task waits on it): every 0.5 s at
     # first, then every 2 s (a finalizer held up by its operator).
-    backoff, started = Backoff(0.2, 1.5, 0.5), time.monotonic()
-
-    def gone() -> bool | None:
-        if time.monotonic() - started > 10:
-            backoff.cap = 2.0
-        return True if current() is None else None
-
-    poll(gone, timeout, f"RayCluster {name} to be gone", backoff, on_timeout=timed_out)
+    poll(lambda: True if current() is None else None, timeout, f"RayCluster {name} to be gone",
+         Backoff(0.2, 1.5, 0.5, later=(10.0, 2.0)), on_timeout=timed_out)
 
 
 def request_delete(name: str, namespace: str, uid: str | None = None, deadline: float | None = None,

@@ -114,7 +114,8 @@ class _Wait:
             event = self.admissions.observe(rc)
             if event == "admitted":
                 log(f"admitted by Kueue after {self.spent['queued']:.1f}s queued; starting pods")
-                self.phase, backoff = "starting", Backoff(STARTING_POLL_CAP, 1.0, STARTING_POLL_CAP)
+                self.phase, backoff = "starting", Backoff(STARTING_POLL_CAP, 1.0, STARTING_POLL_CAP,
+                                                          later=(STARTING_FAST_S, SLOW_POLL_CAP))
                 self.pods_listed = now  # the first look at the pods after PODS_EVERY
             elif event in ("evicted", "readmitted"):
                 self.evicted(rc, readmitted=event == "readmitted")
@@ -126,8 +127,6 @@ class _Wait:
                 return Waited(round(self.spent["queued"], 2), round(self.spent["starting"], 2), self.admissions.evictions)
             if self.phase == "queued":
                 self.queued(rc, now)
-            if self.phase == "starting" and self.spent["starting"] > STARTING_FAST_S and backoff.cap < SLOW_POLL_CAP:
-                backoff = Backoff(SLOW_POLL_CAP, 1.0, SLOW_POLL_CAP)
             left = self.budget[self.phase] - self.spent[self.phase]
             if left <= 0:
                 if self.phase == "starting":

@@ -31,13 +31,21 @@ def log(msg: str) -> None:
 class Backoff:
     """Delays that start small and grow to a cap (jittered so tasks do not march in step)."""
 
-    def __init__(self, initial: float = 0.2, factor: float = 1.6, cap: float = 5.0):
-        self.delay, self.factor, self.cap = initial, factor, cap
+    def __init__(self, initial: float = 0.2, factor: float = 1.6, cap: float = 5.0,
+                 later: tuple[float, float] | None = None):
+        """later=(seconds, pause): once the pauses given add up to `seconds`, every pause is
+        `pause` (a wait that should be quick at first, and light if it lasts)."""
+        self.delay, self.factor, self.cap, self.later = initial, factor, cap, later
+        self.given = 0.0
 
     def next(self) -> float:
+        if self.later and self.given >= self.later[0] and self.cap != self.later[1]:
+            self.delay = self.cap = self.later[1]
         d = self.delay
         self.delay = min(self.cap, self.delay * self.factor)
-        return d * random.uniform(0.9, 1.1)
+        d *= random.uniform(0.9, 1.1)
+        self.given += d
+        return d
 
 
 def is_transient(exc: BaseException) -> bool:
