@@ -37,7 +37,7 @@ PHASES = ["tasks start and imports", "admission", "head and worker start", "prov
 def by_hand(box, sbx, job: str, tag: str) -> dict:
     from kfp_ray import datasets
     from kfp_ray.driver import environ
-    from kfp_ray.jobs import RayJobsClient, read_requirements
+    from kfp_ray.jobs import RayJobsClient, read_requirements, resolve_working_dir
     from kfp_ray_sandbox.controllers.kubelet import HEAD_PORT_FLAGS
     from kfp_ray_sandbox.raynode import RayNode, free_port
 
@@ -60,7 +60,7 @@ def by_hand(box, sbx, job: str, tag: str) -> dict:
             jobs = RayJobsClient(node.dashboard_url)
             runtime_env = {"env_vars": {**env, "KFP_RAY_DATA": prefix + "/data", "KFP_RAY_OUTPUT": prefix}}
             if job == "xgboost":
-                runtime_env["working_dir"] = jobs.upload_dir(harness.ROOT / "pipelines" / "jobs")
+                runtime_env["working_dir"] = resolve_working_dir(str(harness.ROOT / "pipelines" / "jobs"), None, jobs)
                 runtime_env["pip"] = read_requirements("requirements/xgboost_tune.txt", "jobs",
                                                        str(harness.ROOT / "pipelines"))
             job_id, _ = jobs.submit(XGB_ENTRYPOINT if job == "xgboost" else SLEEP_ENTRYPOINT, f"bench-{tag}",

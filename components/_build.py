@@ -33,9 +33,13 @@ FOLLOW = ["requests>=2.31,<3", "kubernetes==30.1.0"]  # the job API; delete and 
 # that runs Ray Train (pyarrow for storage_path); cryptography for the mTLS certificate.
 DRIVER = ["ray[client,train]==2.52.1", "kubernetes==30.1.0", "requests>=2.31,<3", "boto3>=1.34,<2",
           "cryptography>=42"]
+# run_ray_job builds the RayJob's cluster with the CodeFlare SDK, follows the job through the
+# dashboard, and may fetch an s3:// working_dir
+RAYJOB = CODEFLARE + ["requests>=2.31,<3", "boto3>=1.34,<2"]
 S3 = ["boto3>=1.34,<2"]
 DATA = ["boto3>=1.34,<2", "numpy>=1.26", "scikit-learn==1.9.1"]
-KINDS = {"KUBE": KUBE, "CODEFLARE": CODEFLARE, "SUBMIT": SUBMIT, "FOLLOW": FOLLOW, "DRIVER": DRIVER, "S3": S3, "DATA": DATA}
+KINDS = {"KUBE": KUBE, "CODEFLARE": CODEFLARE, "SUBMIT": SUBMIT, "FOLLOW": FOLLOW, "DRIVER": DRIVER, "S3": S3, "DATA": DATA,
+         "RAYJOB": RAYJOB}
 
 
 def build_options(packages: list[str]) -> dict:

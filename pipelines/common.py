@@ -1,6 +1,8 @@
-"""The shape every kfp-ray training pipeline shares: stage data in S3, provision a
-Kueue-queued RayCluster, submit and follow the Ray job, publish its results, and tear the
-cluster down in an exit handler whatever happens."""
+"""The shape every kfp-ray training pipeline shares: stage data in S3, run the Ray job on a
+Kueue-queued cluster, publish its results, and tear everything down in an exit handler
+whatever happens. The job runs one of two ways, as the pipeline's `lifecycle` parameter says:
+"raycluster" (provision a RayCluster, submit and follow the job) or "rayjob" (one
+run_ray_job task: a KubeRay RayJob that creates and deletes its own cluster)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from kfp import dsl, kubernetes
 from kfp_ray.components.follow_ray_job.component import follow_ray_job
 from kfp_ray.components.provision_ray_cluster.component import provision_ray_cluster
 from kfp_ray.components.publish_training_results.component import publish_training_results
+from kfp_ray.components.run_ray_job.component import run_ray_job, run_ray_job_with_code
 from kfp_ray.components.stage_dataset.component import stage_dataset
 from kfp_ray.components.submit_ray_job.component import submit_ray_job_with_code
 from kfp_ray.components.teardown_ray_cluster.component import teardown_ray_cluster
@@ -19,6 +22,7 @@ from kfp_ray.components.teardown_ray_cluster.component import teardown_ray_clust
 RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER
 # The demo jobs' code (pipelines/jobs), embedded in the submit task as `code/`.
 submit_with_jobs = submit_ray_job_with_code(Path(__file__).resolve().parent / "jobs")
+run_with_jobs = run_ray_job_with_code(Path(__file__).resolve().parent / "jobs")
 # The data connection secret's keys, as RHOAI writes them, mounted as the same env names.
 # The dashboard's data connection form leaves the region empty when not given: optional
 # (the runtime and the jobs then use us-east-1, which S3-compatible stores accept).
@@ -79,28 +83,52 @@ def publish_run(stage, cluster, runner, log, title, data_connection):
 def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s3_prefix, local_queue, image,
                  num_workers, head_cpu, head_memory, worker_cpu, worker_memory, worker_gpus, tolerations,
                  admission_timeout, startup_timeout, job_timeout, pip=None, requirements_file="",
-                 install_requirements=True, pip_index_url="", pip_trusted_host="", title="Ray training run"):
-    """Wire the tasks of a training run inside a pipeline function (`title`: the HTML report's). Every task has caching
-    off: each run must get a cluster and a job of its own."""
+                 install_requirements=True, pip_index_url="", pip_trusted_host="", title="Ray training run",
+                 lifecycle="raycluster", run=run_ray_job):
+    """Wire the tasks of a training run inside a pipeline function (`title`: the HTML report's). Every task has
+    caching off: each run must get a cluster and a job of its own. `lifecycle` (the pipeline's parameter) picks
+    the branch: run_ray_job (`run`, the RayJob counterpart of `submit`, with the same code), or provision, submit
+    and follow. Returns the two branches' tasks that ran the job."""
+    shape = dict(local_queue=local_queue, image=image, num_workers=num_workers, head_cpu=head_cpu,
+                 head_memory=head_memory, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=worker_gpus,
+                 tolerations=tolerations, admission_timeout=admission_timeout, startup_timeout=startup_timeout,
+                 pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)
+    code = dict(entrypoint=entrypoint, run_id=RUN_ID, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+                working_dir=working_dir, pip=pip or [], requirements_file=requirements_file,
+                install_requirements=install_requirements)
+
+    def staged():
+        """Inside each branch, so that the branch starts at once and provision runs beside it;
+        it checks `lifecycle` (a third branch runs only it, for a value that is neither)."""
+        stage = with_data_connection(stage_dataset(dataset=dataset, run_id=RUN_ID, s3_prefix=s3_prefix,
+                                                   lifecycle=lifecycle), data_connection)
+        stage.set_caching_options(False)
+        return stage, {"KFP_RAY_DATA": stage.outputs["data_uri"], "KFP_RAY_OUTPUT": stage.outputs["output_uri"]}
+
     with exit_handlers(title):
-        stage = with_data_connection(stage_dataset(dataset=dataset, run_id=RUN_ID, s3_prefix=s3_prefix), data_connection)
-        cluster = provision(
-            data_connection, local_queue=local_queue, image=image, num_workers=num_workers, head_cpu=head_cpu,
-            head_memory=head_memory, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=worker_gpus,
-            tolerations=tolerations, admission_timeout=admission_timeout, startup_timeout=startup_timeout,
-            pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)
-        job = with_data_connection(submit(
-            dashboard_url=cluster.outputs["dashboard_url"], entrypoint=entrypoint, run_id=RUN_ID,
-            task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER, working_dir=working_dir, pip=pip or [],
-            requirements_file=requirements_file, install_requirements=install_requirements,
-            env_vars={"KFP_RAY_DATA": stage.outputs["data_uri"], "KFP_RAY_OUTPUT": stage.outputs["output_uri"]}),
-            data_connection)
-        # Follow prints the job's log: with the data connection in its env, redact.py hides its
-        # keys there too (the Ray pods have them, so a job may print them).
-        follow = with_data_connection(follow_ray_job(
-            dashboard_url=cluster.outputs["dashboard_url"], job_id=job.output, cluster_name=cluster.outputs["cluster_name"],
-            namespace=cluster.outputs["namespace"], timeout=job_timeout), data_connection)
-        publish = publish_run(stage, cluster, follow, follow.outputs["job_log"], title, data_connection)
-        for task in (stage, cluster, job, follow, publish):
-            task.set_caching_options(False)
-    return follow, publish
+        with dsl.If(lifecycle == "raycluster", name="raycluster"):
+            stage, env_vars = staged()
+            cluster = provision(data_connection, **shape)
+            submitted = with_data_connection(submit(dashboard_url=cluster.outputs["dashboard_url"], env_vars=env_vars,
+                                                    **code), data_connection)
+            # Follow prints the job's log: with the data connection in its env, redact.py hides its
+            # keys there too (the Ray pods have them, so a job may print them).
+            follow = with_data_connection(follow_ray_job(
+                dashboard_url=cluster.outputs["dashboard_url"], job_id=submitted.output,
+                cluster_name=cluster.outputs["cluster_name"], namespace=cluster.outputs["namespace"],
+                timeout=job_timeout), data_connection)
+            publish = publish_run(stage, cluster, follow, follow.outputs["job_log"], title, data_connection)
+            for task in (cluster, submitted, follow, publish):
+                task.set_caching_options(False)
+        with dsl.Elif(lifecycle == "rayjob", name="rayjob"):
+            stage, env_vars = staged()  # the RayJob's runtime_env names the data: created once staged
+            # It streams the job's log: with the data connection in its env, redact.py hides its keys there.
+            job = with_data_connection(run(task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER, data_connection=data_connection,
+                                           job_timeout=job_timeout, env_vars=env_vars, **code, **shape),
+                                       data_connection)
+            published = publish_run(stage, job, job, job.outputs["job_log"], title, data_connection)
+            for task in (job, published):
+                task.set_caching_options(False)
+        with dsl.Else(name="unknown-lifecycle"):
+            staged()  # fails: names the lifecycle parameter and its choices
+    return job, follow

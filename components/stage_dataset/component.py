@@ -10,6 +10,7 @@ def stage_dataset(
     s3_prefix: str = "",
     test_fraction: float = 0.2,
     seed: int = 0,
+    lifecycle: str = "raycluster",
 ) -> NamedTuple("StageOutputs", [("data_uri", str), ("output_uri", str), ("train_rows", int), ("test_rows", int)]):
     """Stage a training dataset in S3 (the data connection's bucket) for a Ray job.
 
@@ -24,6 +25,8 @@ def stage_dataset(
         s3_prefix: Key prefix for this run's data and results; empty: runs/<run id>.
         test_fraction: Share of rows held out for testing.
         seed: Seed of the split.
+        lifecycle: The training pipeline's `lifecycle` parameter, checked here, the first
+            task of every run: "raycluster" or "rayjob".
 
     Returns:
         data_uri: s3:// folder with train.npz and test.npz (give the job KFP_RAY_DATA).
@@ -33,8 +36,9 @@ def stage_dataset(
     """
     from collections import namedtuple
 
-    from kfp_ray.datasets import run_prefix, stage
+    from kfp_ray.datasets import check_lifecycle, run_prefix, stage
 
+    check_lifecycle(lifecycle)
     out = run_prefix(run_id, s3_prefix)
     counts = stage(dataset, out + "/data", test_fraction=test_fraction, seed=seed)
     result = namedtuple("StageOutputs", ["data_uri", "output_uri", "train_rows", "test_rows"])

@@ -4,7 +4,7 @@ metrics, confusion matrix and report."""
 
 from kfp import dsl
 
-from kfp_ray.pipelines.common import submit_with_jobs, train_on_ray
+from kfp_ray.pipelines.common import run_with_jobs, submit_with_jobs, train_on_ray
 
 
 @dsl.pipeline(name="fashion-mnist", description="Ray Train (TorchTrainer) data-parallel classifier on a Kueue-queued "
@@ -31,7 +31,17 @@ def fashion_mnist(
     extra_requirements: list = [],
     pip_index_url: str = "",
     pip_trusted_host: str = "",
+    lifecycle: str = "raycluster",
 ):
+    """Ray Train data-parallel classifier on a Kueue-queued cluster.
+
+    Args:
+        lifecycle: How the Ray cluster lives. "raycluster" (the default): kfp-ray provisions a
+            RayCluster, submits the job and streams its log, then deletes the cluster; a retried
+            task adopts its cluster. "rayjob": one KubeRay RayJob; KubeRay creates the cluster,
+            submits the job and deletes the cluster when the job ends or its deadline
+            (startup_timeout + job_timeout) passes, even if every pipeline pod is gone.
+    """
     train_on_ray(
         title="fashion_mnist",
         submit=submit_with_jobs, working_dir="code",
@@ -43,4 +53,5 @@ def fashion_mnist(
         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         admission_timeout=admission_timeout, startup_timeout=startup_timeout, job_timeout=job_timeout,
         requirements_file="requirements/fashion_mnist_train.txt", install_requirements=install_requirements,
-        pip=extra_requirements, pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)
+        pip=extra_requirements, pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host,
+        lifecycle=lifecycle, run=run_with_jobs)

@@ -30,7 +30,17 @@ def ray_training(
     job_timeout: int = 86400,
     pip_index_url: str = "",
     pip_trusted_host: str = "",
+    lifecycle: str = "raycluster",
 ):
+    """Your Ray training job on a Kueue-queued cluster.
+
+    Args:
+        lifecycle: How the Ray cluster lives. "raycluster" (the default): kfp-ray provisions a
+            RayCluster, submits the job and streams its log, then deletes the cluster; a retried
+            task adopts its cluster. "rayjob": one KubeRay RayJob; KubeRay creates the cluster,
+            submits the job and deletes the cluster when the job ends or its deadline
+            (startup_timeout + job_timeout) passes, even if every pipeline pod is gone.
+    """
     train_on_ray(
         title="ray_training",
         submit=submit_ray_job, working_dir=working_dir, entrypoint=entrypoint, dataset=dataset,
@@ -39,4 +49,5 @@ def ray_training(
         worker_memory=worker_memory, worker_gpus=worker_gpus,
         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         admission_timeout=admission_timeout, startup_timeout=startup_timeout, job_timeout=job_timeout, pip=requirements,
-        pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)
+        pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host,
+        lifecycle=lifecycle)

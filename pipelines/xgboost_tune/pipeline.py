@@ -3,7 +3,7 @@ Kueue-admitted RayCluster, breast-cancer data from S3, best model and trial tabl
 
 from kfp import dsl
 
-from kfp_ray.pipelines.common import submit_with_jobs, train_on_ray
+from kfp_ray.pipelines.common import run_with_jobs, submit_with_jobs, train_on_ray
 
 
 @dsl.pipeline(name="xgboost-tune", description="Ray Tune over XGBoost hyperparameters on a Kueue-queued RayCluster "
@@ -28,7 +28,17 @@ def xgboost_tune(
     extra_requirements: list = [],
     pip_index_url: str = "",
     pip_trusted_host: str = "",
+    lifecycle: str = "raycluster",
 ):
+    """Ray Tune over XGBoost hyperparameters on a Kueue-queued cluster.
+
+    Args:
+        lifecycle: How the Ray cluster lives. "raycluster" (the default): kfp-ray provisions a
+            RayCluster, submits the job and streams its log, then deletes the cluster; a retried
+            task adopts its cluster. "rayjob": one KubeRay RayJob; KubeRay creates the cluster,
+            submits the job and deletes the cluster when the job ends or its deadline
+            (startup_timeout + job_timeout) passes, even if every pipeline pod is gone.
+    """
     train_on_ray(
         title="xgboost_tune",
         submit=submit_with_jobs, working_dir="code",
@@ -38,4 +48,5 @@ def xgboost_tune(
         worker_memory=worker_memory, worker_gpus=0, tolerations=[], admission_timeout=admission_timeout,
         startup_timeout=startup_timeout, job_timeout=job_timeout,
         requirements_file="requirements/xgboost_tune.txt", install_requirements=install_requirements,
-        pip=extra_requirements, pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)
+        pip=extra_requirements, pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host,
+        lifecycle=lifecycle, run=run_with_jobs)

@@ -13,7 +13,20 @@ from . import kube, lease
 from .errors import AccessDenied, Cancelled, ClusterError, ForeignCluster, InputError
 from .queues import nominal_quota
 from .queues import resolve_queue as _resolve_queue
-from .rayclusters import GONE_TIMEOUT, GROUP, PLURAL, RUN_LABEL, VERSION, being_deleted, get, request_delete, run_of, wait_gone
+from .rayclusters import (
+    GONE_TIMEOUT,
+    GROUP,
+    RAYCLUSTER,
+    RUN_LABEL,
+    VERSION,
+    Kind,
+    being_deleted,
+    get,
+    kind_of,
+    request_delete,
+    run_of,
+    wait_gone,
+)
 from .rayclusters import delete as delete  # re-exported: cluster.delete
 from .readiness import wait_ready
 from .signals import cleanup_deadline
@@ -128,14 +141,17 @@ def check_namespace(spec: ClusterSpec) -> None:
                          f"{spec.namespace!r} project")
 
 
-def requested(spec: ClusterSpec) -> dict:
+def requested(spec: ClusterSpec, extra: dict | None = None) -> dict:
     """What Kueue counts for the cluster at least (v0.11 RayCluster integration: one pod set
-    for the head, one per worker group; the CodeFlare webhook's sidecar only adds to it)."""
+    for the head, one per worker group; the CodeFlare webhook's sidecar only adds to it),
+    plus `extra` (a RayJob's submitter pod: cpu, memory, pods)."""
     total = {"cpu": quantity(spec.head_cpu) + spec.num_workers * quantity(spec.worker_cpu),
              "memory": quantity(spec.head_memory) + spec.num_workers * quantity(spec.worker_memory),
              "pods": 1 + spec.num_workers}
     if spec.worker_gpus:
         total["nvidia.com/gpu"] = spec.num_workers * spec.worker_gpus
+    for k, v in (extra or {}).items():
+        total[k] = total.get(k, 0) + v
     return total
 
 
@@ -146,7 +162,7 @@ def _amount(resource: str, value) -> str:
     return f"{float(value):g}"
 
 
-def check_quota(spec: ClusterSpec, queue: str) -> None:
+def check_quota(spec: ClusterSpec, queue: str, extra: dict | None = None) -> None:
     """Refuse a cluster that can never be admitted: more than its ClusterQueue's whole nominal
     quota (or a resource it does not offer). Only where the LocalQueue and ClusterQueue are
     readable (RHOAI's pipeline-runner may read no Kueue object: then admission_timeout ends
@@ -159,9 +175,10 @@ def check_quota(spec: ClusterSpec, queue: str) -> None:
     if quota.cohort:
         return
     sizes = (f"head {spec.head_cpu} CPU / {spec.head_memory}, {spec.num_workers} worker(s) x {spec.worker_cpu} CPU / "
-             f"{spec.worker_memory}" + (f" / {spec.worker_gpus} GPU" if spec.worker_gpus else ""))
+             f"{spec.worker_memory}" + (f" / {spec.worker_gpus} GPU" if spec.worker_gpus else "")
+             + (", and the RayJob's submitter pod" if extra else ""))
     c = Checker()
-    for resource, amount in requested(spec).items():
+    for resource, amount in requested(spec, extra).items():
         if resource not in quota.nominal:
             if resource != "pods":  # Kueue counts pods only where the ClusterQueue covers them
                 c.fail("worker_gpus" if resource == "nvidia.com/gpu" else resource,
@@ -262,6 +279,7 @@ class Creation:
     during the call may leave it to land after), and the object once known."""
     sent: bool = False
     rc: dict | None = None
+    kind: Kind = RAYCLUSTER
 
     @property
     def uid(self) -> str | None:
@@ -269,30 +287,31 @@ class Creation:
 
 
 def create_or_adopt(body: dict, creation: Creation | None = None) -> tuple[dict, bool]:
-    """Create the RayCluster; if this very task of this run already created it (a retried
-    task), adopt it. A cluster of that name being deleted is never adopted: wait until it is
-    gone, then create anew. `creation` records the create as sent before the call, and the
-    object."""
+    """Create the RayCluster (or RayJob: body's kind); if this very task of this run already
+    created it (a retried task), adopt it. One of that name being deleted is never adopted:
+    wait until it is gone, then create anew. `creation` records the create as sent before the
+    call, and the object."""
     name, ns = body["metadata"]["name"], body["metadata"]["namespace"]
+    kind = kind_of(body)
     creation = creation if creation is not None else Creation()
     for _ in range(CREATE_ATTEMPTS):
-        existing = get(name, ns)
+        existing = get(name, ns, kind=kind)
         if existing is not None and being_deleted(existing):
             wait_gone(existing, why=" (it is being deleted, e.g. by an earlier attempt's cleanup; a new one is "
                                     "created once it is)")
             continue
         if existing is None:
             creation.sent = True
-            log(f"creating RayCluster {name} in {ns}")
+            log(f"creating {kind.name} {name} in {ns}")
             try:
-                creation.rc = kube.call(kube.custom().create_namespaced_custom_object, GROUP, VERSION, ns, PLURAL,
-                                        body, what=f"create RayCluster {name}")
+                creation.rc = kube.call(kube.custom().create_namespaced_custom_object, GROUP, VERSION, ns, kind.plural,
+                                        body, what=f"create {kind.name} {name}")
                 return creation.rc, False
             except AccessDenied:
                 raise
             except Exception as exc:  # noqa: BLE001
                 if getattr(exc, "status", None) != 409:  # 409: exists (a retried create, or still being deleted)
-                    raise ClusterError(f"creating RayCluster {name!r} failed: {_api_message(exc)}") from None
+                    raise ClusterError(f"creating {kind.name} {name!r} failed: {_api_message(exc)}") from None
                 continue
         mine = {k: body["metadata"]["labels"][k] for k in (RUN_LABEL, TASK_LABEL)}
         if not _owned_by(existing, mine):
@@ -303,13 +322,14 @@ def create_or_adopt(body: dict, creation: Creation | None = None) -> tuple[dict,
                 whose = f"another task of this run ({TASK_LABEL}={task!r}), not to this one"
             else:
                 whose = f"{owner!r}, not to this run"
-            raise ForeignCluster(f"RayCluster {name!r} already exists in {ns!r} and belongs to {whose}. Fix: choose "
-                                 "another cluster_name, or leave it empty to derive one from the run and task")
-        log(f"RayCluster {name} already exists for this run (a retried task): adopting it")
+            field = "cluster_name" if kind.name == "RayCluster" else "job_name"
+            raise ForeignCluster(f"{kind.name} {name!r} already exists in {ns!r} and belongs to {whose}. Fix: choose "
+                                 f"another {field}, or leave it empty to derive one from the run and task")
+        log(f"{kind.name} {name} already exists for this run (a retried task): adopting it")
         creation.rc = existing
         return existing, True
-    raise ClusterError(f"could not create RayCluster {name!r} in {ns!r}: it kept being deleted and recreated by "
-                       "someone else. Fix: choose another cluster_name")
+    raise ClusterError(f"could not create {kind.name} {name!r} in {ns!r}: it kept being deleted and recreated by "
+                       "someone else. Fix: choose another name")
 
 
 def _api_message(exc: BaseException) -> str:
@@ -401,51 +421,52 @@ def _ours(rc: dict, spec: ClusterSpec, creation: Creation) -> bool:
 def _delete_if_ours(spec: ClusterSpec, creation: Creation, deadline: float) -> None:
     """After a failure: delete the cluster this task created or adopted (looked up by name
     when the create's answer never came), and wait until it is gone."""
-    rc = creation.rc or get(spec.name, spec.namespace)
+    kind = creation.kind
+    rc = creation.rc or get(spec.name, spec.namespace, kind=kind)
     if rc is None or not _ours(rc, spec, creation):
         return
     if not being_deleted(rc):
-        request_delete(spec.name, spec.namespace, rc["metadata"]["uid"])
+        request_delete(spec.name, spec.namespace, rc["metadata"]["uid"], kind=kind)
     wait_gone(rc, max(1.0, deadline - time.monotonic()))
-    log(f"deleted RayCluster {spec.name}")
+    log(f"deleted {kind.name} {spec.name}")
 
 
 def cleanup_cancelled(spec: ClusterSpec, creation: Creation, deadline: float) -> bool:
     """On SIGTERM: request the deletion at once (the object is known) or as soon as it
     exists (a create still in flight may land after the signal), then wait until it is
     gone, never past `deadline`. True when it is known gone."""
-    name, ns = spec.name, spec.namespace
-    log(f"cancelled: deleting RayCluster {name} now; waiting at most {max(0.0, deadline - time.monotonic()):.0f}s "
+    name, ns, kind = spec.name, spec.namespace, creation.kind
+    log(f"cancelled: deleting {kind.name} {name} now; waiting at most {max(0.0, deadline - time.monotonic()):.0f}s "
         "for it to be gone")
     requested = False
     if creation.uid:
         try:
-            requested = request_delete(name, ns, creation.uid, deadline=deadline)
+            requested = request_delete(name, ns, creation.uid, deadline=deadline, kind=kind)
         except Exception as exc:  # noqa: BLE001 - looked up again below
-            log(f"deleting RayCluster {name} failed ({type(exc).__name__}: {first_line(exc)}); trying again")
+            log(f"deleting {kind.name} {name} failed ({type(exc).__name__}: {first_line(exc)}); trying again")
     backoff = Backoff(0.1, 1.5, 1.0)
     while True:
         try:
-            rc = get(name, ns, deadline=deadline)
+            rc = get(name, ns, deadline=deadline, kind=kind)
             if rc is None and (creation.uid or requested):
-                log(f"RayCluster {name} is gone")
+                log(f"{kind.name} {name} is gone")
                 return True
             if rc is not None and not _ours(rc, spec, creation):
-                log(f"RayCluster {name} is not this task's (another task's or run's, or someone else's): leaving it")
+                log(f"{kind.name} {name} is not this task's (another task's or run's, or someone else's): leaving it")
                 return True
             if rc is not None and not being_deleted(rc):
-                requested = request_delete(name, ns, rc["metadata"]["uid"], deadline=deadline) or requested
+                requested = request_delete(name, ns, rc["metadata"]["uid"], deadline=deadline, kind=kind) or requested
                 creation.rc = creation.rc or rc
         except Exception as exc:  # noqa: BLE001 - keep trying until the deadline
-            log(f"while deleting RayCluster {name}: {type(exc).__name__}: {first_line(exc)}")
+            log(f"while deleting {kind.name} {name}: {type(exc).__name__}: {first_line(exc)}")
         left = deadline - time.monotonic()
         if left <= 0:
             break
         time.sleep(min(backoff.next(), left))
     if requested or creation.uid:
-        log(f"RayCluster {name} is still being deleted as the grace period ends; its deletion is requested, and "
+        log(f"{kind.name} {name} is still being deleted as the grace period ends; its deletion is requested, and "
             "the exit handler's teardown makes sure")
     else:
-        log(f"no RayCluster {name} appeared after the create request was cut short; should it land after all, the "
+        log(f"no {kind.name} {name} appeared after the create request was cut short; should it land after all, the "
             "exit handler's teardown (and the lease sweeper) remove it")
     return False

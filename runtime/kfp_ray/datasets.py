@@ -70,6 +70,18 @@ def stage(dataset: str, data_uri: str, test_fraction: float = 0.2, seed: int = 0
     return {"train": int(len(y_tr)), "test": int(len(y_te)), "features": int(x.shape[1]), "classes": len(labels)}
 
 
+LIFECYCLES = ("raycluster", "rayjob")
+
+
+def check_lifecycle(lifecycle: str) -> None:
+    """The training pipelines' `lifecycle` parameter (pipelines/common.py): their first task
+    checks it, so that a typo fails the run instead of picking a mode."""
+    if lifecycle not in LIFECYCLES:
+        raise InputError("lifecycle", f"{lifecycle!r} is not a lifecycle",
+                         'give "raycluster" (kfp-ray provisions and deletes a RayCluster) or "rayjob" (a KubeRay RayJob '
+                         "creates and deletes its own cluster)")
+
+
 def run_prefix(run_id: str, s3_prefix: str = "") -> str:
     """s3://<bucket>/<prefix> for this run: the data connection's bucket, and s3_prefix
     (default runs/<run id>)."""

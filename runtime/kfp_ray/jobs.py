@@ -71,14 +71,12 @@ class RayJobsClient:
     def version(self) -> dict:
         return self._call("GET", "/api/version", "the version check").json()
 
-    def upload_dir(self, path: Path) -> str:
-        """Zip a directory as Ray does (files at the root) and upload it unless present."""
-        data = zip_dir(path)
-        uri = f"gcs://_ray_pkg_{hashlib.sha256(data).hexdigest()[:32]}.zip"
+    def upload_package(self, uri: str, data: bytes, what: str) -> str:
+        """Upload a zipped working_dir to the cluster's GCS under `uri` unless present."""
         name = uri.split("://", 1)[1]
         if self._call("GET", f"/api/packages/gcs/{name}", "the package check", ok=(200, 404)).status_code == 404:
             self._call("PUT", f"/api/packages/gcs/{name}", "the working_dir upload", data=data)
-            log(f"uploaded working_dir {path} ({len(data) / 1024:.0f} KiB) as {uri}")
+            log(f"uploaded working_dir {what} ({len(data) / 1024:.0f} KiB) as {uri}")
         return uri
 
     def submit(self, entrypoint: str, submission_id: str, runtime_env: dict, metadata: dict) -> tuple[str, bool]:
@@ -134,6 +132,11 @@ def zip_dir(path: Path) -> bytes:
     return buf.getvalue()
 
 
+def package_uri(data: bytes) -> str:
+    """Ray's name for a zipped working_dir in the cluster's GCS (content-addressed)."""
+    return f"gcs://_ray_pkg_{hashlib.sha256(data).hexdigest()[:32]}.zip"
+
+
 def submission_id(run_id: str, task: str) -> str:
     """One id per run and task: a retried task finds the job it already submitted."""
     return f"kfp-ray-{label_value(run_id)}-{label_value(task)}"[:120]
@@ -161,10 +164,20 @@ def resolve_working_dir(working_dir: str, embedded_root: str | None, jobs: RayJo
     """working_dir as Ray takes it: '' none; https://... archive as is; s3://... fetched with
     the data connection and uploaded; otherwise a directory inside the component's
     embedded code (or a local path), uploaded."""
+    uri, data = package_working_dir(working_dir, embedded_root)
+    if data is not None:
+        jobs.upload_package(uri, data, working_dir)
+    return uri
+
+
+def package_working_dir(working_dir: str, embedded_root: str | None) -> tuple[str | None, bytes | None]:
+    """(the URI a runtime_env gives as working_dir, the zip to upload there first or None):
+    '' none; https://... as is; s3://... fetched with the data connection and zipped;
+    otherwise a directory inside the component's embedded code (or a local path), zipped."""
     if not working_dir:
-        return None
+        return None, None
     if working_dir.startswith(("https://", "http://")):
-        return working_dir
+        return working_dir, None
     import tempfile
 
     if working_dir.startswith("s3://"):
@@ -181,13 +194,15 @@ def resolve_working_dir(working_dir: str, embedded_root: str | None, jobs: RayJo
             elif got.is_file():
                 raise InputError("working_dir", f"{working_dir} is a single file, not a directory or .zip",
                                  "give an s3:// prefix or a .zip archive")
-            return jobs.upload_dir(got)
+            data = zip_dir(got)
+            return package_uri(data), data
     base = Path(embedded_root) if embedded_root else Path.cwd()
     path = Path(working_dir) if Path(working_dir).is_absolute() else base / working_dir
     if not path.is_dir():
         raise InputError("working_dir", f"{working_dir!r} is not a directory of this component's code",
                          "give a directory embedded in the component, an s3:// URI or an https:// zip URL")
-    return jobs.upload_dir(path)
+    data = zip_dir(path)
+    return package_uri(data), data
 
 
 def read_requirements(requirements_file: str, working_dir: str, embedded_root: str | None) -> list[str]:
@@ -204,27 +219,40 @@ def read_requirements(requirements_file: str, working_dir: str, embedded_root: s
     return [line for line in lines if line and not line.startswith("#")]
 
 
+def check_job(c: Checker, entrypoint: str, run_id: str, env_vars: dict | None, pip: list | None) -> None:
+    """The inputs every job takes, whichever way it is submitted."""
+    c.not_empty("entrypoint", entrypoint, "give the command the job runs, e.g. 'python train.py'")
+    c.not_empty("run_id", run_id, "pass dsl.PIPELINE_JOB_ID_PLACEHOLDER as run_id")
+    c.env("env_vars", env_vars or {})
+    if pip is not None and (not isinstance(pip, list) or not all(isinstance(p, str) and p.strip() for p in pip)):
+        c.fail("pip", f"{pip!r} is not a list of requirement strings", 'give e.g. ["xgboost==2.1.4"]')
+
+
 def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str, working_dir: str = "",
            embedded_root: str | None = None, pip: list | None = None, env_vars: dict | None = None,
            metadata: dict | None = None, requirements_file: str = "") -> str:
     """Submit the job. Its runtime_env pip is requirements_file's lines (if given) then pip."""
     c = Checker()
-    c.not_empty("entrypoint", entrypoint, "give the command the job runs, e.g. 'python train.py'")
+    check_job(c, entrypoint, run_id, env_vars, pip)
     c.not_empty("dashboard_url", dashboard_url, "wire provision_ray_cluster's dashboard_url output")
-    c.not_empty("run_id", run_id, "pass dsl.PIPELINE_JOB_ID_PLACEHOLDER as run_id")
-    c.env("env_vars", env_vars or {})
-    if pip is not None and (not isinstance(pip, list) or not all(isinstance(p, str) and p.strip() for p in pip)):
-        c.fail("pip", f"{pip!r} is not a list of requirement strings", 'give e.g. ["xgboost==2.1.4"]')
     if dashboard_url and not dashboard_url.startswith(("http://", "https://")):
         c.fail("dashboard_url", f"{dashboard_url!r} is not an http(s) URL", "wire provision_ray_cluster's dashboard_url output")
     c.done()
     if requirements_file:
         pip = read_requirements(requirements_file, working_dir, embedded_root) + list(pip or [])
     jobs = RayJobsClient(dashboard_url)
+    runtime_env = build_runtime_env(resolve_working_dir(working_dir, embedded_root, jobs), pip, env_vars)
+    meta = {"kfp_run_id": run_id, "kfp_task": task, **{k: str(v) for k, v in (metadata or {}).items()}}
+    job_id, adopted = jobs.submit(entrypoint, submission_id(run_id, task), runtime_env, meta)
+    log(f"{'found already submitted' if adopted else 'submitted'} Ray job {job_id}: {entrypoint}")
+    return job_id
+
+
+def build_runtime_env(working_dir: str | None, pip: list | None, env_vars: dict | None) -> dict:
+    """The job's runtime_env: its code, its pip requirements, and where its data is."""
     runtime_env: dict = {}
-    wd = resolve_working_dir(working_dir, embedded_root, jobs)
-    if wd:
-        runtime_env["working_dir"] = wd
+    if working_dir:
+        runtime_env["working_dir"] = working_dir
     if pip:
         # Ray installs these into a virtualenv cloned from the node's, on every node that runs
         # the job's code (the RHOAI Ray image ships ray and numpy, no training libraries).
@@ -237,10 +265,7 @@ def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str, working_
     env.update({k: str(v) for k, v in (env_vars or {}).items()})
     if env:
         runtime_env["env_vars"] = env
-    meta = {"kfp_run_id": run_id, "kfp_task": task, **{k: str(v) for k, v in (metadata or {}).items()}}
-    job_id, adopted = jobs.submit(entrypoint, submission_id(run_id, task), runtime_env, meta)
-    log(f"{'found already submitted' if adopted else 'submitted'} Ray job {job_id}: {entrypoint}")
-    return job_id
+    return runtime_env
 
 
 @dataclass

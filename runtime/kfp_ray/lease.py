@@ -1,11 +1,15 @@
 """Cluster leases: the backstop for when no task is left to clean up.
 
-Every RayCluster kfp-ray creates carries the annotation `kfp-ray.io/lease-expires`, an
+Every RayCluster (and RayJob) kfp-ray creates carries the annotation `kfp-ray.io/lease-expires`, an
 RFC 3339 UTC time. It is stamped at creation long enough for admission and startup, renewed
 by the task that is using the cluster (provision while it waits, follow while the job runs)
 and set to "now" by every deletion kfp-ray makes. A cluster whose lease has passed has no
 task left that cares for it: its KFP run was deleted (no exit handler runs), or its task
 was SIGKILLed (no cleanup code runs). `sweep` finds those clusters and deletes them.
+
+A RayJob's lease is the RayJob's: KubeRay copies its annotations onto the RayCluster it
+creates, but that copy is never renewed, so the sweeper judges such a cluster through its
+RayJob (deleting the RayJob deletes the cluster) and leaves it alone otherwise.
 
 Choices:
 - Renewal is a JSON merge patch of metadata.annotations: the pipeline-runner Role allows
@@ -36,7 +40,21 @@ from fractions import Fraction
 
 from . import kube
 from .errors import KfpRayError
-from .rayclusters import GONE_TIMEOUT, GROUP, PLURAL, RUN_LABEL, VERSION, being_deleted, get, suspended, wait_gone
+from .rayclusters import (
+    GONE_TIMEOUT,
+    GROUP,
+    RAYCLUSTER,
+    RAYJOB,
+    RUN_LABEL,
+    VERSION,
+    Kind,
+    being_deleted,
+    get,
+    kind_of,
+    owning_rayjob,
+    suspended,
+    wait_gone,
+)
 from .validate import Checker, quantity
 from .wait import log
 
@@ -122,23 +140,23 @@ def check(c: Checker, lease_seconds, renew_every_seconds) -> None:
                f"give lease_seconds of at least {2 * renew_every_seconds:g} (e.g. ten renewal periods), or renew more often")
 
 
-def _patch(name: str, namespace: str, value: str, deadline: float | None = None) -> None:
+def _patch(name: str, namespace: str, value: str, deadline: float | None = None, kind: Kind = RAYCLUSTER) -> None:
     """One merge patch of the annotation, one attempt, bounded in time."""
-    kube.call(kube.custom().patch_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
-              {"metadata": {"annotations": {ANNOTATION: value}}}, what=f"patch the lease of RayCluster {name}",
+    kube.call(kube.custom().patch_namespaced_custom_object, GROUP, VERSION, namespace, kind.plural, name,
+              {"metadata": {"annotations": {ANNOTATION: value}}}, what=f"patch the lease of {kind.name} {name}",
               attempts=1, deadline=deadline, _request_timeout=REQUEST_TIMEOUT)
 
 
-def expire(name: str, namespace: str, deadline: float | None = None) -> bool:
+def expire(name: str, namespace: str, deadline: float | None = None, kind: Kind = RAYCLUSTER) -> bool:
     """Set the lease to now (around a deletion): whatever happens next, the next sweep may
     collect the cluster. Best effort, one attempt (never past `deadline`); never raises
     (a cancellation, a BaseException, still passes)."""
     try:
-        _patch(name, namespace, format_time(utcnow()), deadline)
+        _patch(name, namespace, format_time(utcnow()), deadline, kind)
         return True
     except Exception as exc:  # noqa: BLE001 - the lease still runs out by itself
         if not kube.not_found(exc):
-            log(f"could not expire the lease of RayCluster {name} ({one_line(exc)}); it runs out by itself")
+            log(f"could not expire the lease of {kind.name} {name} ({one_line(exc)}); it runs out by itself")
         return False
 
 
@@ -149,10 +167,11 @@ class Renewer:
     thread: it renews only while the task's own loop runs, so it cannot outlive the task."""
 
     def __init__(self, name: str, namespace: str, lease_seconds: float = DEFAULT_LEASE_S,
-                 every: float = DEFAULT_RENEW_S, first_in: float = 0.0, clock=time.monotonic, now=utcnow):
+                 every: float = DEFAULT_RENEW_S, first_in: float = 0.0, clock=time.monotonic, now=utcnow,
+                 kind: Kind = RAYCLUSTER):
         """first_in: seconds until the first renewal (0: the first call renews; a lease
         stamped a moment ago at creation can wait one period)."""
-        self.name, self.namespace = name, namespace
+        self.name, self.namespace, self.kind = name, namespace, kind
         self.lease_seconds, self.every = float(lease_seconds), float(every)
         self.clock, self.now = clock, now
         self.due = clock() + first_in
@@ -173,25 +192,25 @@ class Renewer:
         now = self.now()
         value = expires_in(self.lease_seconds, now)
         try:
-            _patch(self.name, self.namespace, value)
+            _patch(self.name, self.namespace, value, kind=self.kind)
         except Exception as exc:  # noqa: BLE001 - logged, tried again soon (Cancelled, a BaseException, passes)
             if kube.not_found(exc):
                 self.gone = True
-                log(f"RayCluster {self.name} is gone: its lease is no longer renewed")
+                log(f"{self.kind.name} {self.name} is gone: its lease is no longer renewed")
                 return False
             self.failures += 1
             self.due = self.clock() + min(self.every, RETRY_S)
             if self.clock() - self.last_failure_log >= LOG_FAILURES_EVERY:
                 self.last_failure_log = self.clock()
                 left = f"; it runs out at {format_time(self.until)}" if self.until else ""
-                log(f"could not renew the lease of RayCluster {self.name} ({one_line(exc)}); trying again{left}")
+                log(f"could not renew the lease of {self.kind.name} {self.name} ({one_line(exc)}); trying again{left}")
             return False
         if self.until is not None and now > self.until:
-            log(f"the lease of RayCluster {self.name} had run out {(now - self.until).total_seconds():.0f}s before this "
+            log(f"the lease of {self.kind.name} {self.name} had run out {(now - self.until).total_seconds():.0f}s before this "
                 "renewal: a sweep in that time may have deleted it")
         if self.renewals == 0 or self.failures:
             again = f" after {self.failures} failed attempts" if self.failures else ""
-            log(f"lease of RayCluster {self.name} renewed{again}: until {value} (every {self.every:g}s, "
+            log(f"lease of {self.kind.name} {self.name} renewed{again}: until {value} (every {self.every:g}s, "
                 f"{self.lease_seconds:g}s long)")
         self.renewals += 1
         self.failures = 0
@@ -264,8 +283,11 @@ class Held:
 
 
 def held(rc: dict) -> Held:
-    """What the cluster's pods request: the head, and each worker group's replicas."""
+    """What the cluster's pods request: the head, and each worker group's replicas (a
+    RayJob's: those of its rayClusterSpec)."""
     spec = rc.get("spec") or {}
+    if kind_of(rc) is RAYJOB:
+        spec = spec.get("rayClusterSpec") or {}
     out = Held()
     groups = [(spec.get("headGroupSpec") or {}, 1)]
     for g in spec.get("workerGroupSpecs") or []:
@@ -293,7 +315,7 @@ def _memory(v: Fraction) -> str:
 # --- the sweep --------------------------------------------------------------------------------
 @dataclass
 class Swept:
-    name: str
+    name: str  # a RayJob's is shown as rayjob/<name>
     namespace: str
     run_id: str
     lease: Lease
@@ -313,48 +335,65 @@ def managed(rc: dict) -> bool:
     return labels.get(MANAGED_BY[0]) == MANAGED_BY[1] and bool(labels.get(RUN_LABEL))
 
 
-def list_clusters(namespace: str | None) -> list[dict]:
-    """kfp-ray's RayClusters in a namespace, or in all namespaces (namespace None)."""
+def list_clusters(namespace: str | None, kind: Kind = RAYCLUSTER) -> list[dict]:
+    """kfp-ray's RayClusters (or RayJobs) in a namespace, or in all namespaces (namespace None).
+    RayClusters that belong to a RayJob are left out: they are judged through it."""
     try:
         if namespace is None:
-            items = kube.call(kube.custom().list_cluster_custom_object, GROUP, VERSION, PLURAL, label_selector=SELECTOR,
-                              what="list RayClusters in all namespaces")["items"]
+            items = kube.call(kube.custom().list_cluster_custom_object, GROUP, VERSION, kind.plural,
+                              label_selector=SELECTOR, what=f"list {kind.name}s in all namespaces")["items"]
         else:
-            items = kube.call(kube.custom().list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
-                              label_selector=SELECTOR, what=f"list RayClusters in {namespace}")["items"]
+            items = kube.call(kube.custom().list_namespaced_custom_object, GROUP, VERSION, namespace, kind.plural,
+                              label_selector=SELECTOR, what=f"list {kind.name}s in {namespace}")["items"]
     except Exception as exc:  # noqa: BLE001
+        if kind is RAYJOB and kube.not_found(exc):
+            return []  # a KubeRay without the RayJob CRD: there are none
         if kube.forbidden(exc):
             where = "in all namespaces" if namespace is None else f"in namespace {namespace!r}"
-            raise KfpRayError(f"this identity may not list RayClusters (ray.io) {where}. Fix: "
-                              + ("sweep one namespace at a time (--namespace), or grant list on rayclusters cluster-wide"
-                                 if namespace is None else "run as a user or service account with list on rayclusters there "
-                                                           "(the pipeline-runner service account has it in its own namespace)")) from None
+            raise KfpRayError(f"this identity may not list {kind.name}s (ray.io) {where}. Fix: "
+                              + (f"sweep one namespace at a time (--namespace), or grant list on {kind.plural} cluster-wide"
+                                 if namespace is None else f"run as a user or service account with list on {kind.plural} "
+                                                           "there (the pipeline-runner service account has it in its own "
+                                                           "namespace)")) from None
         raise
+    for item in items:  # a list's items carry no kind
+        item.setdefault("kind", kind.name)
     # The label selector is the server's promise; this is ours.
-    return sorted((rc for rc in items if managed(rc)), key=lambda r: (r["metadata"]["namespace"], r["metadata"]["name"]))
+    return sorted((rc for rc in items if managed(rc) and not owning_rayjob(rc)),
+                  key=lambda r: (r["metadata"]["namespace"], r["metadata"]["name"]))
 
 
 def judge(rc: dict, now: datetime | None = None) -> Swept:
     meta = rc["metadata"]
     run = (meta.get("annotations") or {}).get(RUN_ID_ANNOTATION) or (meta.get("labels") or {}).get(RUN_LABEL, "")
-    entry = Swept(meta["name"], meta["namespace"], run, lease_of(rc, now), held(rc), not suspended(rc), uid=meta.get("uid", ""))
+    entry = Swept(meta["name"] if kind_of(rc) is RAYCLUSTER else f"rayjob/{meta['name']}", meta["namespace"], run,
+                  lease_of(rc, now), held(rc), holds_quota(rc), uid=meta.get("uid", ""))
     if being_deleted(rc):
         entry.action = "being deleted"
     return entry
+
+
+def holds_quota(obj: dict) -> bool:
+    """Admitted by Kueue (not suspended); a RayJob also only until its job is over (Kueue
+    then finishes its Workload)."""
+    if kind_of(obj) is RAYJOB:
+        return not suspended(obj) and (obj.get("status") or {}).get("jobDeploymentStatus") not in ("Complete", "Failed")
+    return not suspended(obj)
 
 
 def _delete_expired(rc: dict, entry: Swept) -> dict | None:
     """Delete the cluster if its lease is still expired, with preconditions so that a
     renewal in between wins. Returns the object whose deletion was requested, or None."""
     name, ns = rc["metadata"]["name"], rc["metadata"]["namespace"]
+    kind = kind_of(rc)
     from kubernetes.client import V1DeleteOptions, V1Preconditions
 
     for _ in range(DELETE_ATTEMPTS):
         opts = V1DeleteOptions(preconditions=V1Preconditions(uid=rc["metadata"]["uid"],
                                                              resource_version=rc["metadata"]["resourceVersion"]))
         try:
-            kube.call(kube.custom().delete_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, name, body=opts,
-                      what=f"delete RayCluster {name}")
+            kube.call(kube.custom().delete_namespaced_custom_object, GROUP, VERSION, ns, kind.plural, name, body=opts,
+                      what=f"delete {kind.name} {name}")
             return rc
         except Exception as exc:  # noqa: BLE001
             if kube.not_found(exc):
@@ -362,7 +401,7 @@ def _delete_expired(rc: dict, entry: Swept) -> dict | None:
                 return None
             if getattr(exc, "status", None) != 409:
                 raise
-        now_rc = get(name, ns)  # changed since we looked: judge it again
+        now_rc = get(name, ns, kind=kind)  # changed since we looked: judge it again
         if now_rc is None or now_rc["metadata"]["uid"] != rc["metadata"]["uid"]:
             entry.action = "deleted"
             return None
@@ -374,15 +413,15 @@ def _delete_expired(rc: dict, entry: Swept) -> dict | None:
         if not again.lease.expired:
             entry.action = "renewed meanwhile"
             return None
-    raise KfpRayError(f"RayCluster {name!r} kept changing while the sweeper tried to delete it; the next sweep tries again")
+    raise KfpRayError(f"{kind.name} {name!r} kept changing while the sweeper tried to delete it; the next sweep tries again")
 
 
 def sweep(namespace: str | None, delete: bool = False, timeout: float = GONE_TIMEOUT,
           now: datetime | None = None) -> list[Swept]:
-    """Judge every kfp-ray RayCluster in `namespace` (None: all namespaces) by its lease.
-    Dry run by default; with delete, delete those whose lease has expired and wait until
-    they are gone (finalizers done). Returns one entry per cluster, with what was done."""
-    clusters = list_clusters(namespace)
+    """Judge every kfp-ray RayCluster and RayJob in `namespace` (None: all namespaces) by its
+    lease. Dry run by default; with delete, delete those whose lease has expired and wait
+    until they are gone (finalizers done). Returns one entry per object, with what was done."""
+    clusters = list_clusters(namespace) + list_clusters(namespace, RAYJOB)
     entries = []
     requested: list[tuple[dict, Swept]] = []
     for rc in clusters:
@@ -399,7 +438,7 @@ def sweep(namespace: str | None, delete: bool = False, timeout: float = GONE_TIM
             entry.action, entry.error = "failed", one_line(exc)
             continue
         if gone is not None:
-            log(f"lease of RayCluster {entry.namespace}/{entry.name} (run {entry.run_id}) "
+            log(f"lease of {kind_of(rc).name} {entry.namespace}/{entry.name} (run {entry.run_id}) "
                 f"{describe_lease(entry.lease)}: deleting it ({entry.resources()})")
             requested.append((gone, entry))
     for rc, entry in requested:  # deletions run in parallel; wait for each

@@ -1,13 +1,17 @@
-"""RayCluster objects: read, delete and wait until really gone.
+"""RayCluster (and RayJob) objects: read, delete and wait until really gone.
 
 Deletion is not instant on OpenShift AI: the CodeFlare operator holds its finalizer
 `ray.openshift.ai/oauth-finalizer` until it has removed the cluster's OAuth objects, and
-Kueue its `kueue.x-k8s.io/resource-in-use` on the Workload. Until then the object exists
-with metadata.deletionTimestamp set; a create of the same name is refused (409)."""
+Kueue its `kueue.x-k8s.io/resource-in-use` on the Workload (KubeRay holds a RayJob's
+`ray.io/rayjob-finalizer` until it has stopped the Ray job). Until then the object exists
+with metadata.deletionTimestamp set; a create of the same name is refused (409).
+
+Every function works on RayClusters unless given `kind=RAYJOB`."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from . import kube
@@ -16,15 +20,26 @@ from .validate import label_value
 from .wait import Backoff, log, poll
 
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A KubeRay custom resource kfp-ray creates: its plural (the API path) and its kind."""
+    plural: str
+    name: str
+
+
+RAYCLUSTER = Kind(PLURAL, "RayCluster")
+RAYJOB = Kind("rayjobs", "RayJob")
 RUN_LABEL = "kfp-ray.io/run-id"
 # How long to wait for a deleted cluster to be gone (finalizers take seconds normally).
 GONE_TIMEOUT = 120.0
 
 
-def get(name: str, namespace: str, deadline: float | None = None, attempts: int = 6) -> dict | None:
+def get(name: str, namespace: str, deadline: float | None = None, attempts: int = 6, kind: Kind = RAYCLUSTER) -> dict | None:
     try:
-        return kube.call(kube.custom().get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
-                         what=f"read RayCluster {name}", deadline=deadline, attempts=attempts)
+        return kube.call(kube.custom().get_namespaced_custom_object, GROUP, VERSION, namespace, kind.plural, name,
+                         what=f"read {kind.name} {name}", deadline=deadline, attempts=attempts)
     except Exception as exc:  # noqa: BLE001
         if kube.not_found(exc):
             return None
@@ -43,36 +58,42 @@ def run_of(rc: dict) -> str | None:
     return (rc["metadata"].get("labels") or {}).get(RUN_LABEL)
 
 
+def kind_of(obj: dict) -> Kind:
+    return RAYJOB if obj.get("kind") == RAYJOB.name else RAYCLUSTER
+
+
 def wait_gone(rc: dict, timeout: float = GONE_TIMEOUT, why: str = "") -> None:
-    """Wait (bounded) until this RayCluster object (by uid) no longer exists."""
+    """Wait (bounded) until this RayCluster (or RayJob) object (by uid) no longer exists."""
     name, ns, uid = rc["metadata"]["name"], rc["metadata"]["namespace"], rc["metadata"]["uid"]
+    kind = kind_of(rc)
     deadline = time.monotonic() + timeout
 
     def current() -> dict | None:
-        now = get(name, ns, deadline=deadline)
+        now = get(name, ns, deadline=deadline, kind=kind)
         return now if now is not None and now["metadata"]["uid"] == uid else None
 
     now = current()
     if now is None:
         return
     holders = ", ".join(now["metadata"].get("finalizers") or []) or "none"
-    log(f"waiting up to {timeout:.0f}s for RayCluster {name} to be gone{why} (finalizers: {holders})")
+    log(f"waiting up to {timeout:.0f}s for {kind.name} {name} to be gone{why} (finalizers: {holders})")
 
     def timed_out():
         left = ", ".join((current() or now)["metadata"].get("finalizers") or []) or "none"
         return ClusterError(
-            f"RayCluster {name!r} in {ns!r} still exists {timeout:.0f}s after its deletion was requested "
+            f"{kind.name} {name!r} in {ns!r} still exists {timeout:.0f}s after its deletion was requested "
             f"(finalizers left: {left}). Fix: the operator that owns a finalizer removes it when done (the CodeFlare "
-            "operator: ray.openshift.ai/oauth-finalizer); check that it is running, or ask your administrator")
+            "operator: ray.openshift.ai/oauth-finalizer; KubeRay: ray.io/rayjob-finalizer); check that it is running, or "
+            "ask your administrator")
 
     # Gone in ~2 s when the operators are well (the next task waits on it): every 0.5 s at
     # first, then every 2 s (a finalizer held up by its operator).
-    poll(lambda: True if current() is None else None, timeout, f"RayCluster {name} to be gone",
+    poll(lambda: True if current() is None else None, timeout, f"{kind.name} {name} to be gone",
          Backoff(0.2, 1.5, 0.5, later=(10.0, 2.0)), on_timeout=timed_out)
 
 
 def request_delete(name: str, namespace: str, uid: str | None = None, deadline: float | None = None,
-                   attempts: int = 6) -> bool:
+                   attempts: int = 6, kind: Kind = RAYCLUSTER) -> bool:
     """Ask for the deletion of a RayCluster, without waiting. With `uid`, only that object
     is deleted (a precondition: never a namesake created since). False when there was
     nothing (any more) to delete.
@@ -84,16 +105,16 @@ def request_delete(name: str, namespace: str, uid: str | None = None, deadline: 
 
     body = {"preconditions": {"uid": uid}} if uid else None
     if deadline is None:
-        expire(name, namespace)
+        expire(name, namespace, kind=kind)
     try:
-        kube.call(kube.custom().delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
-                  body=body, what=f"delete RayCluster {name}", deadline=deadline, attempts=attempts)
+        kube.call(kube.custom().delete_namespaced_custom_object, GROUP, VERSION, namespace, kind.plural, name,
+                  body=body, what=f"delete {kind.name} {name}", deadline=deadline, attempts=attempts)
         return True
     except Exception as exc:  # noqa: BLE001
         if kube.not_found(exc) or (uid and getattr(exc, "status", None) == 409):  # 409: another object now
             return False
         if deadline is not None:
-            expire(name, namespace, deadline)
+            expire(name, namespace, deadline, kind=kind)
         raise
 
 
@@ -119,7 +140,17 @@ def age_seconds(rc: dict) -> float:
     return max(0.0, (datetime.now(UTC) - t).total_seconds())
 
 
+def of_run(namespace: str, run_id: str, kind: Kind = RAYCLUSTER) -> list[dict]:
+    """The run's RayClusters (or RayJobs), by its label."""
+    return kube.call(kube.custom().list_namespaced_custom_object, GROUP, VERSION, namespace, kind.plural,
+                     label_selector=f"{RUN_LABEL}={label_value(run_id)}", what=f"list the run's {kind.name}s")["items"]
+
+
 def clusters_of_run(namespace: str, run_id: str) -> list[str]:
-    items = kube.call(kube.custom().list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
-                      label_selector=f"{RUN_LABEL}={label_value(run_id)}", what="list the run's RayClusters")["items"]
-    return [rc["metadata"]["name"] for rc in items]
+    return [rc["metadata"]["name"] for rc in of_run(namespace, run_id)]
+
+
+def owning_rayjob(rc: dict) -> str | None:
+    """The RayJob a RayCluster was created for (KubeRay sets itself as its controller
+    owner): it goes with its RayJob, and is judged through it."""
+    return next((r["name"] for r in rc["metadata"].get("ownerReferences") or [] if r.get("kind") == RAYJOB.name), None)

@@ -7,7 +7,10 @@ PodsReadyTimeout, then it suspends the RayCluster again (spec.suspend true, Kube
 the pods) and requeues it with backoff (60 s * 2^(n-1)). RHOAI's pipeline-runner may not
 read Workloads, so an eviction is seen on the RayCluster itself: suspended again after it
 was admitted. Each Kueue stop or start is one spec update, so a suspend/resume pair that
-fell between two polls still shows as two more generations."""
+fell between two polls still shows as two more generations.
+
+A RayJob waits the same way (`RayJobTarget`, rayjobs.py): Kueue suspends and admits the
+RayJob, KubeRay then creates its RayCluster, whose pods are watched as a RayCluster's."""
 
 from __future__ import annotations
 
@@ -68,6 +71,29 @@ class Admissions:
         return None
 
 
+class ClusterTarget:
+    """What the wait looks at: the RayCluster itself. A RayJob's target (rayjobs.py) reads
+    the RayJob (queued/admitted) and the cluster KubeRay made for it (starting)."""
+
+    kind = "RayCluster"
+
+    def __init__(self, name: str, namespace: str):
+        self.name, self.ns = name, namespace
+
+    def read(self) -> dict | None:
+        return get(self.name, self.ns)
+
+    def ready(self, obj: dict) -> bool:
+        return ((obj.get("status") or {}).get("state") or "").lower() == "ready"
+
+    def cluster(self, obj: dict, now: float) -> dict | None:
+        """The RayCluster whose pods start (for KubeRay's ReplicaFailure)."""
+        return obj
+
+    def cluster_name(self, obj: dict) -> str:
+        return self.name
+
+
 @dataclass
 class Waited:
     queued_seconds: float
@@ -77,8 +103,11 @@ class Waited:
 
 class _Wait:
     def __init__(self, name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep,
-                 heartbeat=None, image_pull_grace=IMAGE_PULL_GRACE):
+                 heartbeat=None, image_pull_grace=IMAGE_PULL_GRACE, target=None):
         self.heartbeat = heartbeat
+        self.target = target or ClusterTarget(name, namespace)
+        self.kind = self.target.kind
+        self.cluster_name = name
         self.name, self.ns, self.queue, self.queue_note = name, namespace, queue, queue_note
         self.budget = {"queued": float(admission_timeout), "starting": float(startup_timeout)}
         self.spent = {"queued": 0.0, "starting": 0.0}
@@ -100,14 +129,14 @@ class _Wait:
         last = self.clock()
         while True:
             beat(self.heartbeat)
-            rc = get(self.name, self.ns)
+            rc = self.target.read()
             now = self.clock()
             self.spent[self.phase] += now - last
             last = now
             if rc is None:
-                raise ClusterError(f"RayCluster {self.name!r} disappeared while {self.phase} (deleted by someone else?)")
+                raise ClusterError(f"{self.kind} {self.name!r} disappeared while {self.phase} (deleted by someone else?)")
             if being_deleted(rc):
-                raise ClusterError(f"RayCluster {self.name!r} is being deleted (by someone else?) while {self.phase}")
+                raise ClusterError(f"{self.kind} {self.name!r} is being deleted (by someone else?) while {self.phase}")
             if self.requeue_baseline is None:
                 ev = self.kueue.eviction(rc)
                 self.requeue_baseline = ev.requeues if ev else 0
@@ -144,19 +173,20 @@ class _Wait:
             self.why = self.kueue.waiting_reason(rc)
         ev = self.kueue.eviction(rc) if self.admissions.evictions else None
         if ev and ev.deactivated:
-            raise Evicted(f"Kueue deactivated RayCluster {self.name!r}'s Workload after {ev.requeues} requeues "
+            raise Evicted(f"Kueue deactivated {self.kind} {self.name!r}'s Workload after {ev.requeues} requeues "
                           f"({ev.reason}: {ev.message}): it will not be admitted again. {PODS_READY_CAUSE}. "
                           f"Fix: {PODS_READY_FIX}")
         log(f"queued: waiting for Kueue admission in LocalQueue {self.queue} ({self.spent['queued']:.0f}s)"
             + (f" - {self.why}" if self.why else ""))
 
     def started(self, rc: dict, now: float) -> bool:
-        if ((rc.get("status") or {}).get("state") or "").lower() == "ready":
-            log(f"RayCluster {self.name} ready after {self.spent['starting']:.1f}s starting")
+        self.cluster_name = self.target.cluster_name(rc)
+        if self.target.ready(rc):
+            log(f"RayCluster {self.cluster_name} ready after {self.spent['starting']:.1f}s starting")
             return True
-        problem = replica_failure(rc)
+        problem = replica_failure(self.target.cluster(rc, now) or {})
         if problem and not problem.transient:
-            raise PodsFailing(f"RayCluster {self.name!r} cannot start: {problem}")
+            raise PodsFailing(f"RayCluster {self.cluster_name!r} cannot start: {problem}")
         if self.pods_listed is not None and now - self.pods_listed < PODS_EVERY and not self.trouble.suspect:
             return False
         self.look_at_pods(now)
@@ -170,11 +200,11 @@ class _Wait:
     def look_at_pods(self, now: float) -> None:
         """List the pods: PodsFailing if one cannot start; else what they are doing (self.pods)."""
         self.pods_listed = now
-        pods = kube.call(kube.core().list_namespaced_pod, self.ns, label_selector=f"ray.io/cluster={self.name}",
-                         what="list pods").items
+        pods = kube.call(kube.core().list_namespaced_pod, self.ns, label_selector=f"ray.io/cluster={self.cluster_name}",
+                         what="list pods").items if self.cluster_name else []
         trouble = self.trouble.check(pods, self.previous_log)
         if trouble:
-            raise PodsFailing(f"RayCluster {self.name!r} cannot start: {trouble}")
+            raise PodsFailing(f"RayCluster {self.cluster_name!r} cannot start: {trouble}")
         self.pods = pod_summary(pods)
 
     def previous_log(self, pod, container: str, lines: int = 20) -> str:
@@ -202,13 +232,13 @@ class _Wait:
                     "account may not read the Workload for Kueue's exact reason)")
         if readmitted:
             said += " and admitted it again"
-        log(f"RayCluster {self.name}: {said}; pods were: {self.pods}")
+        log(f"{self.kind} {self.name}: {said}; pods were: {self.pods}")
         if count >= MAX_EVICTIONS:
             pods_ready = not ev or ev.reason in ("", "PodsReadyTimeout")
             cause = PODS_READY_CAUSE if pods_ready else f"Kueue's last reason: {ev.reason}: {ev.message}"
             fix = PODS_READY_FIX if pods_ready else ("ask your administrator why Kueue evicts it (preemption, "
                                                      "stopped queues), or run when the queue is less busy")
-            raise Evicted(f"RayCluster {self.name!r} was evicted by Kueue {count} times, so it is given up. {cause}. "
+            raise Evicted(f"{self.kind} {self.name!r} was evicted by Kueue {count} times, so it is given up. {cause}. "
                           f"Its pods were: {self.pods}. Fix: {fix}")
         budgets = ", ".join(f"{k} {self.budget[k] - self.spent[k]:.0f}s left" for k in ("queued", "starting"))
         requeue = f" at {ev.requeue_at}" if ev and ev.requeue_at else " after a backoff"
@@ -218,24 +248,26 @@ class _Wait:
     def timed_out(self) -> ClusterError:
         if self.phase == "queued":
             return AdmissionTimeout(
-                f"RayCluster {self.name!r} was not admitted by Kueue within {self.budget['queued']:.0f}s "
+                f"{self.kind} {self.name!r} was not admitted by Kueue within {self.budget['queued']:.0f}s "
                 f"(LocalQueue {self.queue!r}{self.queue_note})" + (f": {self.why}" if self.why else "")
                 + f". Fix: check that LocalQueue {self.queue!r} exists (`oc get localqueues -n {self.ns}`), raise "
                   "admission_timeout to wait longer, request fewer resources, or ask for more quota")
         return StartupTimeout(
-            f"RayCluster {self.name!r} was admitted but its pods were not ready within {self.budget['starting']:.0f}s "
+            f"{self.kind} {self.name!r} was admitted but its pods were not ready within {self.budget['starting']:.0f}s "
             f"({self.pods}). Fix: raise startup_timeout (large images take minutes to pull), or check the pods' "
-            f"events: `oc describe pods -l ray.io/cluster={self.name}`")
+            f"events: `oc describe pods -l ray.io/cluster={self.cluster_name}`")
 
 
 def wait_ready(name: str, namespace: str, queue: str, admission_timeout: float, startup_timeout: float,
                queue_note: str = "", clock=time.monotonic, sleep=time.sleep,
-               heartbeat: Callable[[], None] | None = None, image_pull_grace: float = IMAGE_PULL_GRACE) -> Waited:
+               heartbeat: Callable[[], None] | None = None, image_pull_grace: float = IMAGE_PULL_GRACE,
+               target: ClusterTarget | None = None) -> Waited:
     """Wait until the RayCluster is ready. admission_timeout bounds the time spent queued,
     startup_timeout the time spent starting, each summed over evictions; the second
     eviction fails, and so do pods that cannot start (diagnose.PodTrouble: at once, or once
     an image pull failure or a crash loop persists). Raises AdmissionTimeout,
     StartupTimeout, Evicted, PodsFailing. heartbeat (e.g. a lease renewal) is called once
-    per poll; its failures are logged."""
+    per poll; its failures are logged. `target`: what to read (default: the RayCluster
+    `name`; rayjobs.RayJobTarget for a RayJob)."""
     return _Wait(name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep, heartbeat,
-                 image_pull_grace).run()
+                 image_pull_grace, target).run()

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 
 from . import cluster, jobs, kube, lease, rayclusters
-from .errors import Cancelled, Unreachable
+from .errors import Cancelled, InputError, InputErrors, Unreachable
 from .signals import cleanup_deadline, sigterm_raises
 from .validate import Checker, derive_cluster_name, label_value, task_identity
 from .wait import Backoff, Outage, beat, combine, first_line, is_transient, log
@@ -298,11 +298,72 @@ def drive(dashboard_url: str, cluster_name: str, namespace: str, driver: str, fu
                 _write_log(log_path, tee_out.text() + tee_err.text())
 
 
+def run_job(run_id: str, entrypoint: str, task_name: str = "", task_id: str = "", job_name: str = "",
+            namespace: str = "", local_queue: str = "", num_workers: int = 1, head_cpu: str = "1",
+            head_memory: str = "4Gi", worker_cpu: str = "1", worker_memory: str = "4Gi", head_cpu_limit: str = "",
+            head_memory_limit: str = "", worker_cpu_limit: str = "", worker_memory_limit: str = "",
+            worker_gpus: int = 0, image: str = "", env: dict | None = None, data_connection: str = "",
+            tolerations: list | None = None, node_selector: dict | None = None, labels: dict | None = None,
+            working_dir: str = "", embedded_root: str | None = None, pip: list | None = None,
+            env_vars: dict | None = None, requirements_file: str = "", submission_mode: str = "K8sJobMode",
+            admission_timeout: float = 600, startup_timeout: float = 900, job_timeout: float = 86400,
+            ttl_seconds_after_finished: int = 0, log_path: str = "", max_poll_seconds: float = jobs.MAX_POLL,
+            outage_tolerance_seconds: float = jobs.OUTAGE_TOLERANCE, lease_seconds: float = lease.DEFAULT_LEASE_S,
+            renew_every_seconds: float = lease.DEFAULT_RENEW_S, pip_index_url: str = "", pip_trusted_host: str = "",
+            image_pull_grace: float | None = None):
+    """The RayJob path in one task (rayjobs.py): every input is checked before anything is
+    created, as provision, submit and follow check theirs. Returns rayjobs.Ran."""
+    from . import rayjobs
+
+    derived = not job_name
+    env = {**(env or {}), **pip_mirror_env(pip_index_url, pip_trusted_host)}
+    name = job_name or derive_cluster_name(run_id or "", task_identity(task_name or "", task_id or ""))
+    spec = cluster.ClusterSpec(
+        name=name, namespace=_namespace(namespace), run_id=run_id, task_name=task_name or "", task_id=task_id or "",
+        local_queue=local_queue, num_workers=num_workers, head_cpu=head_cpu, head_cpu_limit=head_cpu_limit,
+        head_memory=head_memory, head_memory_limit=head_memory_limit, worker_cpu=worker_cpu,
+        worker_cpu_limit=worker_cpu_limit, worker_memory=worker_memory, worker_memory_limit=worker_memory_limit,
+        worker_gpus=worker_gpus, image=image, env=dict(env), data_connection=data_connection,
+        tolerations=list(tolerations or []), node_selector=dict(node_selector or {}), labels=dict(labels or {}))
+    errors: list[InputError] = []
+    try:
+        spec.check(derived_name=derived)
+    except InputErrors as exc:
+        errors = list(exc.errors)
+    except InputError as exc:
+        errors = [exc]
+    c = Checker()
+    jobs.check_job(c, entrypoint, run_id, env_vars, pip)
+    rayjobs.check_inputs(c, submission_mode, working_dir, job_timeout, ttl_seconds_after_finished)
+    c.positive_seconds("admission_timeout", admission_timeout)
+    c.positive_seconds("startup_timeout", startup_timeout)
+    lease.check(c, lease_seconds, renew_every_seconds)
+    # the cluster's checks, with this task's name for the name
+    c.errors[:0] = [InputError("job_name" if e.field == "cluster_name" else e.field, e.problem,
+                               e.fix.replace("cluster_name", "job_name")) for e in errors]
+    c.done()
+    if requirements_file:
+        pip = jobs.read_requirements(requirements_file, working_dir, embedded_root) + list(pip or [])
+    uri, data = jobs.package_working_dir(working_dir, embedded_root)
+    runtime_env = jobs.build_runtime_env(uri, pip, env_vars)
+
+    def write_log(text: str) -> None:
+        if log_path:
+            _write_log(log_path, text)
+
+    ran = rayjobs.run(spec, entrypoint, runtime_env, (uri, data) if data is not None else None,
+                      jobs.submission_id(run_id, task_identity(task_name or "", task_id or "") or "run-ray-job"),
+                      submission_mode, admission_timeout, startup_timeout, job_timeout, ttl_seconds_after_finished,
+                      log_path, derived, lease_seconds, renew_every_seconds, max_poll_seconds, outage_tolerance_seconds,
+                      image_pull_grace, write_log)
+    return ran
+
+
 TEARDOWN_TIMEOUT = 300.0
 
 
 def teardown(run_id: str, namespace: str = "", cluster_name: str = "", timeout: float = TEARDOWN_TIMEOUT) -> float:
-    """Delete the run's clusters (by name, and every one labelled with the run id).
+    """Delete the run's clusters and RayJobs (by name, and every one labelled with the run id).
     Idempotent: nothing left is success. Returns the longest lifetime in seconds.
     A bad `timeout` fails the task, but only after the deletions (with the default wait):
     an exit handler that refused to delete would leave the quota held."""
@@ -317,30 +378,37 @@ def teardown(run_id: str, namespace: str = "", cluster_name: str = "", timeout: 
 
 
 def _teardown(run_id: str, namespace: str, cluster_name: str, timeout: float) -> float:
+    """The run's RayJobs first (KubeRay's clusters go with them), then its other RayClusters:
+    all deletions requested, then awaited (their finalizers run side by side)."""
     ns = _namespace(namespace)
-    names = set(rayclusters.clusters_of_run(ns, run_id)) if run_id else set()
-    if cluster_name:
+    found: dict[tuple[str, str], dict] = {}
+    if run_id:
+        for obj in rayclusters.of_run(ns, run_id, rayclusters.RAYJOB):
+            found[("RayJob", obj["metadata"]["name"])] = obj
+        for obj in rayclusters.of_run(ns, run_id):
+            found[("RayCluster", obj["metadata"]["name"])] = obj
+    if cluster_name and ("RayCluster", cluster_name) not in found:
         rc = rayclusters.get(cluster_name, ns)
         if rc is not None and rayclusters.run_of(rc) not in (None, label_value(run_id)):
             log(f"RayCluster {cluster_name} belongs to another run; leaving it")
         elif rc is not None:
-            names.add(cluster_name)
-    if not names:
-        log(f"no RayCluster of run {run_id} left in {ns}: nothing to tear down")
+            found[("RayCluster", cluster_name)] = rc
+    if not found:
+        log(f"no RayCluster or RayJob of run {run_id} left in {ns}: nothing to tear down")
         return 0.0
-    # All deletions requested first, then awaited: their finalizers run side by side.
-    found = {}
-    for name in sorted(names):
-        rc = rayclusters.get(name, ns)
-        if rc is None:
+    for (kind_name, name), obj in sorted(found.items()):
+        kind = rayclusters.RAYJOB if kind_name == "RayJob" else rayclusters.RAYCLUSTER
+        # a RayJob's cluster goes with its RayJob: deleting it alone would make KubeRay make another
+        owner = rayclusters.owning_rayjob(obj)
+        if owner and ("RayJob", owner) in found:
             continue
-        found[name] = rc
-        if not rayclusters.being_deleted(rc):
-            rayclusters.request_delete(name, ns, rc["metadata"]["uid"])
-    for name, rc in found.items():
-        rayclusters.wait_gone(rc, timeout)
-        log(f"deleted RayCluster {name} (lived {rayclusters.age_seconds(rc):.0f}s)")
-    return round(max((rayclusters.age_seconds(rc) for rc in found.values()), default=0.0), 2)
+        if not rayclusters.being_deleted(obj):
+            rayclusters.request_delete(name, ns, obj["metadata"]["uid"], kind=kind)
+    for (kind_name, name), obj in sorted(found.items()):
+        obj.setdefault("kind", kind_name)
+        rayclusters.wait_gone(obj, timeout)
+        log(f"deleted {kind_name} {name} (lived {rayclusters.age_seconds(obj):.0f}s)")
+    return round(max((rayclusters.age_seconds(o) for o in found.values()), default=0.0), 2)
 
 
 def sweep(namespace: str = "", all_namespaces: bool = False, delete: bool = True, timeout: float = 300,

@@ -63,6 +63,22 @@ def runnable(dag_tasks: dict[str, dict], states: dict[str, str]) -> tuple[list[s
     return start, skip
 
 
+def condition_holds(task: dict, parameters: dict) -> bool:
+    """A dsl.If/Elif/Else branch's triggerPolicy.condition, as KFP's driver evaluates it (CEL,
+    backend/src/v2/expression): kfp 2.17 compiles `==, !=, <, <=, >, >=` over
+    inputs.parameter_values['pipelinechannel--x'] (int()/double() around numbers), `!(...)`
+    for Else and `&&` to chain Elif's. Those forms only, as Python over the task's inputs."""
+    expr = (task.get("triggerPolicy") or {}).get("condition")
+    if not expr:
+        return True
+    import re
+
+    py = re.sub(r"!(?!=)", " not ", expr.replace("&&", " and ").replace("||", " or "))
+    py = py.replace("inputs.parameter_values", "values")
+    return bool(eval(py, {"__builtins__": {}}, {"values": parameters, "int": int, "double": float, "true": True,  # noqa: S307 - compiled IR
+                                                "false": False}))
+
+
 def resolve_parameters(task: dict, parent_inputs: dict, siblings: dict[str, Node]) -> dict:
     """A task's input parameter values: from its DAG's inputs, a sibling's output, or a
     constant. Constants stay as compiled: their placeholders ({{$.pipeline_job_uuid}}, and

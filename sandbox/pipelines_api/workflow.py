@@ -239,6 +239,9 @@ class Engine:
                 if "taskFinalStatus" in src:
                     params[key] = self._final_status(ex, src["taskFinalStatus"]["producerTask"], siblings)
             arts = dag.resolve_artifacts(node.spec, artifacts, siblings)
+            if not dag.condition_holds(node.spec, params):  # a dsl.If branch not taken: skipped, not failed
+                node.state = SKIPPED
+                return
             self._task_state(ex, node.path, RUNNING)
             if "dag" in node.component:
                 state = self._dag(ex, node.path, node.component["dag"], params, arts, task_id)

@@ -18,8 +18,27 @@ def spec():
     return docs[0], docs[1]
 
 
+def branch(task: str) -> dict:
+    """The tasks of the lifecycle branch (a dsl.If sub-DAG) that holds `task`."""
+    return next(c["dag"]["tasks"] for c in spec()[0]["components"].values() if task in (c.get("dag") or {}).get("tasks", {}))
+
+
 def inner():
-    return spec()[0]["components"]["comp-exit-handler-1"]["dag"]["tasks"]
+    return branch("provision-ray-cluster")
+
+
+def test_the_lifecycle_parameter_picks_one_branch_and_a_typo_runs_only_the_check():
+    components = spec()[0]["components"]
+    tasks = next(c["dag"]["tasks"] for c in components.values()
+                 if any("condition" in (t.get("triggerPolicy") or {}) for t in (c.get("dag") or {}).get("tasks", {}).values()))
+    inside = {}
+    for value in ("raycluster", "rayjob", "RayJob"):
+        [taken] = [name for name, t in tasks.items() if dag.condition_holds(t, {"pipelinechannel--lifecycle": value})]
+        inside[value] = sorted(components[tasks[taken]["componentRef"]["name"]]["dag"]["tasks"])
+    assert inside["raycluster"] == ["follow-ray-job", "provision-ray-cluster", "publish-training-results", "stage-dataset",
+                                    "submit-ray-job"]
+    assert inside["rayjob"] == ["publish-training-results-2", "run-ray-job", "stage-dataset-2"]
+    assert inside["RayJob"] == ["stage-dataset-3"]  # stage_dataset names the parameter and fails
 
 
 def test_independent_tasks_start_together_and_the_rest_in_dependency_order():
