@@ -1,4 +1,4 @@
-"""The sandbox: API server, Kueue, KubeRay, scheduler/kubelet and S3, started together.
+"""The sandbox: API server, Kueue, KubeRay (RayClusters and RayJobs), scheduler/kubelet and S3, started together.
 
     box = Sandbox(state_dir)
     info = box.start()      # returns once every part answers
@@ -38,6 +38,7 @@ from .controllers.kuberay import KubeRayController
 from .controllers.kueue import KueueController
 from .controllers.namespaces import NamespaceController, NamespaceLifecycle, prepare_namespace
 from .controllers.node import NodeController
+from .controllers.rayjob import RayJobController
 from .controllers.serviceaccounts import ServiceAccountsController
 from .faults import Faults
 from .network import Network
@@ -156,6 +157,9 @@ class Sandbox:
         kueue = KueueController(self.store, self.registry, self.faults)
         codeflare = CodeFlareOperator(self.store, self.registry, self.faults)
         kuberay = KubeRayController(self.store, self.registry, codeflare, self.max_real_workers)
+        # KubeRay's RayJob controller creates its RayClusters and submitter pods through the API
+        # server's admission (CodeFlare's and Kueue's webhooks), as the real operator's client does
+        rayjobs = RayJobController(self.store, self.registry, admit=lambda *a: self.api.admit(*a))
         self.proxy = KubeProxy(self.store, self.registry, self.network, lambda pod, port: self.kubelet.pod_port(pod, port),
                                faults=self.faults)
         self.kubelet = Kubelet(self.store, self.registry, self.network, self.faults, self.state_dir / "pods",
@@ -170,7 +174,7 @@ class Sandbox:
         node = NodeController(self.store, self.registry, self.faults, self.state_dir)
         for c in (accounts, node):  # the node and every `default` account exist once start returns
             c.reconcile()
-        self.controllers = [kueue, kuberay, self.kubelet, self.proxy, accounts, node,
+        self.controllers = [kueue, kuberay, rayjobs, self.kubelet, self.proxy, accounts, node,
                             NamespaceController(self.store, self.registry)]
         for c in self.controllers:
             c.start()

@@ -145,3 +145,24 @@ def pip_envs(root: Path) -> Path:
 
 def bin_dir() -> str:
     return str(Path(python()).parent)
+
+
+def with_ray_cli() -> str:
+    """The image's bin directory, with the `ray` command RHOAI's image has on its PATH (the
+    console script of ray's entry point ray.scripts.scripts:main), made on first use."""
+    py = Path(python())
+    cli = py.parent / "ray"
+    if not cli.exists():
+        tmp = _aside(cli)
+        tmp.write_text(f"#!{py}\nimport sys\nfrom ray.scripts.scripts import main\nsys.exit(main())\n")
+        tmp.chmod(0o755)
+        tmp.replace(cli)
+    return str(py.parent)
+
+
+def is_ray_image(image: str) -> bool:
+    """Whether a container's image stands for a Ray image (quay.io/modh/ray:..., rayproject/ray...,
+    .../ray-...): its repository's last path component is `ray` or starts with `ray-`."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1].split(":", 1)[0]
+    return last == "ray" or last.startswith("ray-")

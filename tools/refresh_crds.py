@@ -6,6 +6,7 @@ SRC holds the upstream files, named as below (take them from the tags named, e.g
 `git -C kuberay show v1.4.2:ray-operator/config/crd/bases/ray.io_rayclusters.yaml`):
 
   ray.io_rayclusters.yaml            ray-project/kuberay v1.4.2, ray-operator/config/crd/bases/
+  ray.io_rayjobs.yaml                (both)
   workload.codeflare.dev_appwrappers.yaml   project-codeflare/codeflare-operator config/crd/crd-appwrapper.yml
   datasciencepipelinesapplications.opendatahub.io_datasciencepipelinesapplications.yaml
                                      opendatahub-io/data-science-pipelines-operator config/crd/bases/
@@ -79,39 +80,47 @@ def _dump(path: Path, doc) -> None:
     print(f"{path.relative_to(ROOT)}: {path.stat().st_size} bytes")
 
 
+def crd_document(path: Path) -> tuple[str, dict] | None:
+    """One upstream CRD file as the sandbox stores it: (file name, document), or None when the
+    file is no CRD or serves none of SERVED_CRD_VERSIONS."""
+    crd = yaml.safe_load(path.read_text())
+    if (crd or {}).get("kind") != "CustomResourceDefinition":
+        return None
+    spec = crd["spec"]
+    want = SERVED_CRD_VERSIONS.get(spec["group"])
+    versions = [v for v in spec["versions"] if v["name"] == want and v.get("served", True)]
+    if not versions:
+        return None
+    names = spec["names"]
+    doc = {
+        "source": f"{SOURCES.get(spec['group'], '?')}/{path.name}",
+        "group": spec["group"],
+        "kind": names["kind"],
+        "listKind": names.get("listKind", names["kind"] + "List"),
+        "plural": names["plural"],
+        "singular": names.get("singular", names["kind"].lower()),
+        "shortNames": names.get("shortNames", []),
+        "categories": names.get("categories", []),
+        "scope": spec["scope"],
+        "versions": [
+            {"name": v["name"], "subresources": sorted(v.get("subresources", {})),
+             "additionalPrinterColumns": v.get("additionalPrinterColumns", []),
+             "schema": v["schema"]["openAPIV3Schema"]}
+            for v in versions
+        ],
+    }
+    return f"{names['plural']}.{spec['group']}.json", doc
+
+
 def refresh_crds(src: Path) -> None:
     out_dir = DATA / "crds"
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("*.json"):
         old.unlink()
     for path in sorted(src.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        if (crd or {}).get("kind") != "CustomResourceDefinition":
-            continue
-        spec = crd["spec"]
-        want = SERVED_CRD_VERSIONS.get(spec["group"])
-        versions = [v for v in spec["versions"] if v["name"] == want and v.get("served", True)]
-        if not versions:
-            continue
-        names = spec["names"]
-        doc = {
-            "source": f"{SOURCES.get(spec['group'], '?')}/{path.name}",
-            "group": spec["group"],
-            "kind": names["kind"],
-            "listKind": names.get("listKind", names["kind"] + "List"),
-            "plural": names["plural"],
-            "singular": names.get("singular", names["kind"].lower()),
-            "shortNames": names.get("shortNames", []),
-            "categories": names.get("categories", []),
-            "scope": spec["scope"],
-            "versions": [
-                {"name": v["name"], "subresources": sorted(v.get("subresources", {})),
-                 "additionalPrinterColumns": v.get("additionalPrinterColumns", []),
-                 "schema": v["schema"]["openAPIV3Schema"]}
-                for v in versions
-            ],
-        }
-        _dump(out_dir / f"{names['plural']}.{spec['group']}.json", doc)
+        made = crd_document(path)
+        if made is not None:
+            _dump(out_dir / made[0], made[1])
 
 
 def _closure(defs: dict, roots: list[str]) -> dict:

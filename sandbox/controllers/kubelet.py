@@ -36,6 +36,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import shlex
 import shutil
@@ -44,7 +45,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import quantity
+from .. import quantity, rayimage
 from ..apiserver import errors
 from ..apiserver.errors import ApiError
 from ..apiserver.store import now_rfc3339
@@ -592,8 +593,10 @@ class Kubelet(Controller):
     def _run_container(self, rt: PodRuntime, pod: dict) -> None:
         """A pod whose first container is a command, not a Ray node: it runs once, as a process
         with the pod's env and mounts (sandbox/container.py), and the pod ends Succeeded or
-        Failed with its exit code (restartPolicy Never, as Argo's step pods; the sandbox does
-        not restart other pods' containers)."""
+        Failed with its exit code (restartPolicy Never, as Argo's step pods and RayJob
+        submitters; the sandbox does not restart other pods' containers). A container whose
+        image is a Ray image (rayimage.is_ray_image) runs in the sandbox's Ray image: its bin,
+        with the `ray` command, first on PATH."""
         from ..container import ContainerProcess
 
         current = self.store.find(self.pod_t, rt.ns, rt.name)
@@ -604,6 +607,9 @@ class Kubelet(Controller):
             env = container_env(self.store, self.registry, current, container)
         except ConfigError:
             return  # waits in CreateContainerConfigError (_blocked)
+        if rayimage.is_ray_image(container.get("image") or "") and "PATH" not in env:
+            # a Ray image (the RayJob submitter's is the head's): its `ray` and python first on PATH
+            env["PATH"] = rayimage.with_ray_cli() + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")
         if self.api_endpoint is not None:
             env |= {"KUBERNETES_SERVICE_HOST": self.api_endpoint[0], "KUBERNETES_SERVICE_PORT": str(self.api_endpoint[1]),
                     "KUBERNETES_SERVICE_PORT_HTTPS": str(self.api_endpoint[1])}

@@ -1,4 +1,4 @@
-"""Kueue as RHOAI runs it, for RayClusters: webhooks, Workloads, admission, waitForPodsReady, status.
+"""Kueue as RHOAI runs it, for RayClusters and RayJobs: webhooks, Workloads, admission, waitForPodsReady, status.
 
 Matched against kubernetes-sigs/kueue v0.11.6 (RHOAI pairs CodeFlare operator v1.16.0 with Kueue
 v0.11.6) configured as opendatahub-io/kueue ships it (config/components/manager/
@@ -11,14 +11,21 @@ the faults document's "platform" section (pods_ready_timeout_s, requeue_backoff_
 finalizer_delay_s, how long Kueue takes to drop a Workload's finalizer.
 
 One pass does what these Kueue parts do, from one listing of each kind:
-- Webhooks (`admission`): raycluster_webhook.go (mraycluster.kb.io suspends a RayCluster with
-  a non-empty queue-name label on create, in any namespace; vraycluster.kb.io validates it),
-  plus the ODH operator's ray-kueuelabels-validator.opendatahub.io (below).
-- Job reconciler (jobframework/reconciler.go ReconcileGenericJob for jobs/raycluster): one
-  Workload per labelled RayCluster (finalizer kueue.x-k8s.io/resource-in-use), the PodsReady
-  condition (RayCluster PodsReady == status.state "ready"), stop on eviction and release the
-  quota once the cluster is not active (state != ready), start when admitted, stop when
-  running unadmitted, drop Workload finalizers when the RayCluster or the Workload goes.
+- Webhooks (`admission`): raycluster_webhook.go and rayjob_webhook.go (mraycluster.kb.io /
+  mrayjob.kb.io suspend a job with a non-empty queue-name label on create, in any namespace,
+  unless an owner is a Kueue-managed job (jobframework.WorkloadShouldBeSuspended);
+  vraycluster.kb.io / vrayjob.kb.io validate it, kueue_jobs.py), plus the ODH operator's
+  ray-kueuelabels-validator.opendatahub.io (below), which covers rayclusters and rayjobs.
+- Job reconciler (jobframework/reconciler.go ReconcileGenericJob for jobs/raycluster and
+  jobs/rayjob, each kind's answers in kueue_jobs.py): one Workload per labelled top-level job
+  (finalizer kueue.x-k8s.io/resource-in-use), the PodsReady condition, stop on eviction and
+  release the quota once the job is not active, start when admitted, stop when running
+  unadmitted, Finished (Succeeded/Failed, the job's message) once the job finished, then the
+  finalizer dropped, and finalizers dropped when the job or the Workload goes. A job whose
+  controller owner is a Kueue-managed job (the RayCluster KubeRay makes for a RayJob:
+  FindAncestorJobManagedByKueue) gets no Workload; it is only suspended while running when its
+  ancestor's Workload is missing or not admitted. A finished Workload leaves the cache: its
+  quota is free and it counts in no queue's status (core/workload_controller.go).
 - Workload controller (core/workload_controller.go): the PodsReady timeout eviction with
   requeueState backoff (workload.UpdateRequeueState: base * 2^(n-1), Kueue's 0.01% jitter,
   capped at 3600 s), "BackoffFinished" after requeueAt, and Inadmissible reasons.
@@ -36,7 +43,6 @@ ResourceFlavor/ClusterQueue finalizers, Workloads rebuilt when a suspended job's
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from datetime import UTC, datetime
@@ -45,6 +51,15 @@ from fractions import Fraction
 from .. import quantity
 from ..apiserver import errors
 from .base import Controller, owner_ref, record_event, set_condition
+from .kueue_jobs import (
+    JOB_KINDS,
+    aggregate,
+    cluster_pod_sets,
+    immutable_queue,
+    validate_cluster_spec,
+    validate_rayjob,
+    workload_name_for,
+)
 from .kueue_quota import assign_flavors, missing_flavors, pod_requests, resource_groups, selector_matches
 
 __all__ = ["KueueController", "pod_requests", "ray_pod_sets", "workload_name"]
@@ -56,8 +71,9 @@ DEFAULT_QUEUE_ANNOTATION = "kueue.x-k8s.io/default-queue"
 FINALIZER = "kueue.x-k8s.io/resource-in-use"
 ODH_WEBHOOK = "ray-kueuelabels-validator.opendatahub.io"
 KUEUE_WEBHOOK = "vraycluster.kb.io"
-# Event sources, as Kueue names its recorders (jobframework/setup.go, core/core.go, cmd/kueue/main.go).
-JOB_CONTROLLER = "ray.io/raycluster-kueue-controller"
+KUEUE_RAYJOB_WEBHOOK = "vrayjob.kb.io"
+# Event sources, as Kueue names its recorders (jobframework/setup.go, core/core.go, cmd/kueue/main.go);
+# each job kind's reconciler has its own (kueue_jobs.py: ray.io/raycluster-kueue-controller, ...).
 WORKLOAD_CONTROLLER = "kueue-workload-controller"
 SCHEDULER = "kueue-admission"
 BACKOFF_MAX_S = 3600.0
@@ -69,20 +85,12 @@ RECOVERING = "At least one pod has failed, waiting for recovery"
 
 def ray_pod_sets(rc: dict) -> list[dict]:
     """jobs/raycluster PodSets: head (1), then each worker group (replicas, 1 when unset, x numOfHosts)."""
-    spec = rc.get("spec") or {}
-    sets = [{"name": "head", "count": 1, "template": (spec.get("headGroupSpec") or {}).get("template") or {}}]
-    for group in spec.get("workerGroupSpecs") or []:
-        count = group["replicas"] if group.get("replicas") is not None else 1
-        count *= group.get("numOfHosts") or 1
-        sets.append({"name": group.get("groupName", ""), "count": int(count), "template": group.get("template") or {}})
-    return sets
+    return cluster_pod_sets(rc.get("spec"))
 
 
-def workload_name(rc: dict) -> str:
-    """jobframework.GetWorkloadNameForOwnerWithGVK: raycluster-<name>-<sha1(kind, group, name, uid)[:5]>."""
-    name, uid = rc["metadata"]["name"], rc["metadata"]["uid"]
-    digest = hashlib.sha1(f"RayCluster\nray.io\n{name}\n{uid}".encode()).hexdigest()[:5]
-    return f"{('raycluster-' + name)[:247]}-{digest}"
+def workload_name(job: dict) -> str:
+    """jobframework.GetWorkloadNameForOwnerWithGVK: <kind>-<name>-<sha1(kind, group, name, uid)[:5]>."""
+    return workload_name_for(job.get("kind") or "RayCluster", job["metadata"]["name"], job["metadata"]["uid"])
 
 
 def queue_name(obj: dict) -> str:
@@ -132,6 +140,7 @@ class KueueController(Controller):
         self.faults = faults
         self.clock = clock
         self.rc_t = self.rt("ray.io", "rayclusters")
+        self.rj_t = self.rt("ray.io", "rayjobs")
         self.wl_t = self.rt("kueue.x-k8s.io", "workloads")
         self.lq_t = self.rt("kueue.x-k8s.io", "localqueues")
         self.cq_t = self.rt("kueue.x-k8s.io", "clusterqueues")
@@ -152,18 +161,39 @@ class KueueController(Controller):
         labels = (ns or {}).get("metadata", {}).get("labels") or {}
         return labels.get(MANAGED_LABEL) == "true" or labels.get(LEGACY_MANAGED_LABEL) == "true"
 
+    def managed_ancestor(self, obj: dict) -> dict | None:
+        """jobframework.FindAncestorJobManagedByKueue (manageJobsWithoutQueueName off): the topmost
+        controller owner that is a Kueue job kind with a queue name, walking up the chain."""
+        found, current, seen = None, obj, set()
+        while True:
+            owner = next((r for r in current["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+            uid = current["metadata"].get("uid")
+            if owner is None or uid in seen or not owner.get("apiVersion", "").startswith("ray.io/") \
+                    or owner.get("kind") not in ("RayCluster", "RayJob"):
+                return found
+            seen.add(uid)
+            rt = self.rc_t if owner["kind"] == "RayCluster" else self.rj_t
+            parent = self.store.find(rt, obj["metadata"].get("namespace"), owner["name"])
+            if parent is None:
+                return found  # Kueue errors (ErrWorkloadOwnerNotFound); the sandbox treats it as top level
+            if queue_name(parent):
+                found = parent
+            current = parent
+
     def admission(self, op: str, rt, obj: dict, old: dict | None) -> None:
-        if rt.key != self.rc_t.key:
+        if rt.key not in (self.rc_t.key, self.rj_t.key):
             return
         meta = obj["metadata"]
         labels = meta.get("labels") or {}
         queue = labels.get(QUEUE_LABEL, "")
-        # Mutating webhooks run before validating ones: Kueue's mraycluster.kb.io (CREATE only;
-        # jobframework.WorkloadShouldBeSuspended: a queue name is enough, whatever the namespace).
-        if op == "CREATE" and queue:
+        # Mutating webhooks run before validating ones: Kueue's mraycluster.kb.io / mrayjob.kb.io
+        # (CREATE only; jobframework.WorkloadShouldBeSuspended: a queue name is enough, whatever
+        # the namespace, unless an owner is a Kueue-managed job).
+        if op == "CREATE" and queue and self.managed_ancestor(obj) is None:
             obj.setdefault("spec", {})["suspend"] = True
         # opendatahub-operator internal/webhook/kueue/validating.go (ray-kueuelabels-validator,
-        # CREATE/UPDATE, skipped for objects being deleted), as last shipped before aca9ac0c1.
+        # rayclusters and rayjobs, CREATE/UPDATE, skipped for objects being deleted), as last
+        # shipped before aca9ac0c1.
         if not meta.get("deletionTimestamp") and self.namespace_managed(meta.get("namespace")):
             if QUEUE_LABEL not in labels:
                 raise errors.webhook_denied(
@@ -171,32 +201,25 @@ class KueueController(Controller):
             if not queue:
                 raise errors.webhook_denied(
                     ODH_WEBHOOK, f'Kueue label validation failed: label "{QUEUE_LABEL}" is set but empty')
-        if queue:  # Kueue's vraycluster.kb.io: ValidateCreate / ValidateUpdate
-            errs = self._validate_ray_cluster(obj)
-            if op == "UPDATE" and old is not None and not (obj.get("spec") or {}).get("suspend") \
-                    and queue_name(old) != queue:
-                errs.insert(0, f'metadata.labels[{QUEUE_LABEL}]: Invalid value: "{queue}": field is immutable')
+        if queue:  # Kueue's vraycluster.kb.io / vrayjob.kb.io: ValidateCreate / ValidateUpdate
+            if rt.key == self.rc_t.key:
+                name, errs = KUEUE_WEBHOOK, self._validate_ray_cluster(obj)
+            else:
+                name, errs = KUEUE_RAYJOB_WEBHOOK, validate_rayjob(obj)
+            errs = immutable_queue(op, obj, old) + errs
             if errs:
-                raise errors.webhook_denied(KUEUE_WEBHOOK, errs[0] if len(errs) == 1 else f"[{', '.join(errs)}]")
+                raise errors.webhook_denied(name, aggregate(errs))
 
     @staticmethod
     def _validate_ray_cluster(obj: dict) -> list[str]:
-        spec = obj.get("spec") or {}
-        errs = []
-        if spec.get("enableInTreeAutoscaling"):
-            errs.append("spec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job should not use autoscaling")
-        groups = spec.get("workerGroupSpecs") or []
-        if len(groups) > 7:
-            errs.append(f"spec.workerGroupSpecs: Too many: {len(groups)}: must have at most 7 items")
-        errs += [f'spec.workerGroupSpecs[{i}].groupName: Forbidden: "head" is reserved for the head group'
-                 for i, g in enumerate(groups) if g.get("groupName") == "head"]
-        return errs
+        return validate_cluster_spec(obj.get("spec"), "spec")
 
     # --- one pass ----------------------------------------------------------------
     def reconcile(self) -> None:
         now = self.clock()
         self._wake = None
-        clusters, _ = self.store.list(self.rc_t)
+        jobs = [JOB_KINDS["rayclusters"](o) for o in self.store.list(self.rc_t)[0]] + \
+            [JOB_KINDS["rayjobs"](o) for o in self.store.list(self.rj_t)[0]]
         self._wls = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in self.store.list(self.wl_t)[0]}
         lqs = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in self.store.list(self.lq_t)[0]}
         cqs = {q["metadata"]["name"]: q for q in self.store.list(self.cq_t)[0]}
@@ -211,10 +234,17 @@ class KueueController(Controller):
             for ref in wl["metadata"].get("ownerReferences") or []:
                 owned.setdefault(ref["uid"], []).append(key)
         live = set()
-        for rc in clusters:
-            live.add(rc["metadata"]["uid"])
-            if queue_name(rc):  # the job reconciler ignores a job without a queue name
-                self._reconcile_job(rc, [self._wls[k] for k in owned.get(rc["metadata"]["uid"], []) if k in self._wls], now)
+        for job in jobs:
+            live.add(job.obj["metadata"]["uid"])
+            if job.obj["metadata"].get("deletionTimestamp"):
+                ancestor = None  # being deleted: dropFinalizers comes first
+            else:
+                ancestor = self.managed_ancestor(job.obj)
+            if ancestor is not None:
+                self._reconcile_child(job, ancestor)
+            elif queue_name(job.obj):  # the job reconciler ignores a job without a queue name
+                self._reconcile_job(job, [self._wls[k] for k in owned.get(job.obj["metadata"]["uid"], [])
+                                          if k in self._wls], now)
         for key in list(self._wls):
             wl = self._wls.get(key)
             if wl is None:
@@ -255,30 +285,41 @@ class KueueController(Controller):
         return new
 
     # --- job reconciler (jobframework/reconciler.go, jobs/raycluster) --------------
-    def _reconcile_job(self, rc: dict, wls: list[dict], now: float) -> None:
+    def _reconcile_job(self, job, wls: list[dict], now: float) -> None:
+        rc = job.obj
         if rc["metadata"].get("deletionTimestamp"):
             for wl in wls:  # dropFinalizers: the job is being deleted
                 self._drop_finalizer(wl, now)
             return
         wl = next((w for w in wls if w["metadata"].get("deletionTimestamp")), wls[0] if wls else None)
-        active = ((rc.get("status") or {}).get("state")) == "ready"  # RayCluster.IsActive
-        suspended = bool((rc.get("spec") or {}).get("suspend"))
-        if wl is None:
-            if not active:  # handleJobWithNoWorkload waits until no pods are active
-                self._create_workload(rc)
+        active = job.active()
+        if wl is not None and is_true(wl, "Finished"):
+            self._drop_finalizer(wl, now)  # finalizeJob, then workload.RemoveFinalizer
             return
-        if wl["metadata"].get("deletionTimestamp"):
-            self._stop_job(rc, "Workload is deleted")
+        if wl is not None and wl["metadata"].get("deletionTimestamp"):
+            self._stop_job(job, "Workload is deleted")
             self._drop_finalizer(wl, now)
             return
-        status, reason, message = self._pods_ready(wl, active)
+        message, success, finished = job.finished()
+        if finished:
+            if wl is not None:
+                reason = "Succeeded" if success else "Failed"
+                if self._write_status(wl, lambda o: _set(o, "Finished", "True", reason, message)) is not None:
+                    self._event(rc, "Normal", "FinishedWorkload", f"Workload '{wl['metadata']['namespace']}/"
+                                f"{wl['metadata']['name']}' is declared finished", job.recorder)
+            return
+        if wl is None:
+            if not active:  # handleJobWithNoWorkload waits until no pods are active
+                self._create_workload(job)
+            return
+        status, reason, message = self._pods_ready(wl, job.pods_ready())
         current = condition(wl, "PodsReady")
         if not current or (current["status"], current["reason"]) != (status, reason):
             self._write_status(wl, lambda o: _set(o, "PodsReady", status, reason, message))
             return
         evicted = condition(wl, "Evicted")
         if evicted and evicted["status"] == "True":
-            self._stop_job(rc, evicted["message"])
+            self._stop_job(job, evicted["message"])
             if is_true(wl, "QuotaReserved") and not active:
                 def release(o):
                     # Requeued is True only for preemption; PodsReadyTimeout waits for its backoff.
@@ -287,19 +328,41 @@ class KueueController(Controller):
                     _unset_quota_reservation(o, "Pending", evicted["message"])
                 self._write_status(wl, release)
             return
-        if suspended:
+        if job.suspended():
             if is_true(wl, "Admitted"):
                 cq = wl["status"]["admission"]["clusterQueue"]
-                self.store.mutate(self.rc_t, rc["metadata"]["namespace"], rc["metadata"]["name"],
-                                  lambda o: o.setdefault("spec", {}).update(suspend=False))
-                record_event(self.store, self.registry, rc, "Normal", "Started", f"Admitted by clusterQueue {cq}",
-                             JOB_CONTROLLER)
+                self._set_suspend(job, False)
+                self._event(rc, "Normal", "Started", f"Admitted by clusterQueue {cq}", job.recorder)
             elif wl["spec"].get("queueName") != queue_name(rc):
                 self.store.mutate(self.wl_t, wl["metadata"]["namespace"], wl["metadata"]["name"],
                                   lambda o: o["spec"].update(queueName=queue_name(rc)))
             return
         if not is_true(wl, "Admitted"):
-            self._stop_job(rc, "Not admitted by cluster queue")
+            self._stop_job(job, "Not admitted by cluster queue")
+
+    def _reconcile_child(self, job, ancestor: dict) -> None:
+        """ReconcileGenericJob for a job whose ancestor Kueue manages: no Workload of its own; while
+        running and not finished, suspended if the ancestor's Workload is missing or not admitted."""
+        if job.finished()[2] or job.suspended():
+            return
+        uid = ancestor["metadata"]["uid"]
+        wl = next((w for w in self._wls.values() if any(r["uid"] == uid for r in w["metadata"].get("ownerReferences") or [])),
+                  None)
+        if wl is None or not is_true(wl, "Admitted"):
+            self._set_suspend(job, True)
+            self._event(job.obj, "Normal", "Suspended", "Kueue managed child job suspended", job.recorder)
+
+    def _event(self, obj: dict, type_: str, reason: str, message: str, component: str) -> None:
+        try:
+            record_event(self.store, self.registry, obj, type_, reason, message, component)
+        except errors.ApiError:
+            pass  # the recorder drops what it cannot write
+
+    def _set_suspend(self, job, value: bool) -> None:
+        rt = self.rc_t if job.plural == "rayclusters" else self.rj_t
+        self.store.mutate(rt, job.obj["metadata"]["namespace"], job.obj["metadata"]["name"],
+                          lambda o: o.setdefault("spec", {}).update(suspend=value))
+        job.obj.setdefault("spec", {})["suspend"] = value
 
     @staticmethod
     def _pods_ready(wl: dict, ready: bool) -> tuple[str, str, str]:
@@ -314,30 +377,29 @@ class KueueController(Controller):
             return "False", "WaitForRecovery", RECOVERING
         return "False", "WaitForStart", NOT_READY
 
-    def _create_workload(self, rc: dict) -> None:
+    def _create_workload(self, job) -> None:
+        rc = job.obj
         wl = {
-            "metadata": {"name": workload_name(rc), "namespace": rc["metadata"]["namespace"],
+            "metadata": {"name": workload_name_for(job.kind, rc["metadata"]["name"], rc["metadata"]["uid"]),
+                         "namespace": rc["metadata"]["namespace"],
                          "labels": {"kueue.x-k8s.io/job-uid": rc["metadata"]["uid"]},
                          "finalizers": [FINALIZER], "ownerReferences": [owner_ref(rc)]},
-            "spec": {"queueName": queue_name(rc), "podSets": ray_pod_sets(rc), "priority": 0, "active": True},
+            "spec": {"queueName": queue_name(rc), "podSets": job.pod_sets(), "priority": 0, "active": True},
         }
         try:
             created = self.store.create(self.wl_t, wl)
         except errors.ApiError:
             return
         self._wls[(created["metadata"]["namespace"], created["metadata"]["name"])] = created
-        record_event(self.store, self.registry, rc, "Normal", "CreatedWorkload",
-                     f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}",
-                     JOB_CONTROLLER)
+        self._event(rc, "Normal", "CreatedWorkload",
+                    f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}", job.recorder)
 
-    def _stop_job(self, rc: dict, message: str) -> None:
+    def _stop_job(self, job, message: str) -> None:
         """stopJob: suspend (KubeRay then deletes the pods) and say why, unless already suspended."""
-        if (rc.get("spec") or {}).get("suspend"):
+        if job.suspended():
             return
-        self.store.mutate(self.rc_t, rc["metadata"]["namespace"], rc["metadata"]["name"],
-                          lambda o: o.setdefault("spec", {}).update(suspend=True))
-        rc.setdefault("spec", {})["suspend"] = True
-        record_event(self.store, self.registry, rc, "Normal", "Stopped", message, JOB_CONTROLLER)
+        self._set_suspend(job, True)
+        self._event(job.obj, "Normal", "Stopped", message, job.recorder)
 
     def _drop_finalizer(self, wl: dict, now: float) -> None:
         """workload.RemoveFinalizer, finalizer_delay_s after it became due (when Kueue gets to it)."""
@@ -360,7 +422,7 @@ class KueueController(Controller):
 
     # --- workload controller (core/workload_controller.go) --------------------------
     def _reconcile_workload(self, wl: dict, now: float, lqs: dict, cqs: dict, inactive: set) -> None:
-        if wl["metadata"].get("deletionTimestamp"):
+        if wl["metadata"].get("deletionTimestamp") or is_true(wl, "Finished"):
             return
         requeued = condition(wl, "Requeued")
         if requeued and requeued["status"] == "False" and requeued["reason"] in ("PodsReadyTimeout", "AdmissionCheck"):
@@ -437,6 +499,8 @@ class KueueController(Controller):
         pending: dict[str, list[dict]] = {name: [] for name in cqs}
         for wl in self._wls.values():
             admission = (wl.get("status") or {}).get("admission")
+            if is_true(wl, "Finished"):
+                continue  # out of the cache: its quota is free
             if is_true(wl, "QuotaReserved") and admission:  # the cache counts what the admission recorded
                 used = usage.setdefault(admission["clusterQueue"], {})
                 for psa in admission.get("podSetAssignments") or []:
@@ -543,7 +607,7 @@ class KueueController(Controller):
 
     @staticmethod
     def _reserving(w: dict) -> bool:
-        return is_true(w, "QuotaReserved") and bool((w.get("status") or {}).get("admission"))
+        return is_true(w, "QuotaReserved") and bool((w.get("status") or {}).get("admission")) and not is_true(w, "Finished")
 
     def _cq_status(self, cq: dict, used: dict, workloads: list[dict], lqs: dict, missing: list[str]) -> None:
         name = cq["metadata"]["name"]
@@ -566,7 +630,8 @@ class KueueController(Controller):
 
     def _lq_status(self, lq: dict, cq: dict | None, cq_inactive: bool, workloads: list[dict]) -> None:
         ns, name = lq["metadata"]["namespace"], lq["metadata"]["name"]
-        wls = [w for w in workloads if w["metadata"]["namespace"] == ns and w["spec"].get("queueName") == name]
+        wls = [w for w in workloads if w["metadata"]["namespace"] == ns and w["spec"].get("queueName") == name
+               and not is_true(w, "Finished")]
         reserving = [w for w in wls if self._reserving(w)]
         used: dict[tuple[str, str], Fraction] = {}
         for w in reserving:

@@ -73,6 +73,14 @@ def test_crd_printer_columns_of_kueue_and_kuberay():
     row = tables.to_table(wl, [{"metadata": {"name": "w"}, "spec": {"queueName": "q"},
                                 "status": {"conditions": [{"type": "Admitted", "status": "True"}]}}], now=NOW)["rows"][0]
     assert row["cells"] == ["w", "q", None, "True", None, None]  # no creationTimestamp: no value
+    rj = REG.get("ray.io", "rayjobs")  # KubeRay v1.4.2's printer columns
+    t = tables.to_table(rj, [{"metadata": {"name": "j", "creationTimestamp": _ts(120)},
+                              "status": {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Complete",
+                                         "rayClusterName": "j-abcde", "startTime": _ts(100), "endTime": _ts(10)}}],
+                        now=NOW)
+    assert [c["name"] for c in t["columnDefinitions"]] == ["Name", "job status", "deployment status", "ray cluster name",
+                                                           "start time", "end time", "age"]
+    assert t["rows"][0]["cells"] == ["j", "SUCCEEDED", "Complete", "j-abcde", _ts(100), _ts(10), "2m"]
     rf = REG.get("kueue.x-k8s.io", "resourceflavors")  # no columns declared: Age
     assert [c["name"] for c in tables.columns(rf)] == ["Name", "Age"]
 
