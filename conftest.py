@@ -118,21 +118,23 @@ def box(tmp_path_factory):
 
 @pytest.fixture
 def sbx(box):
-    """A client of the session sandbox; clears faults, and deletes the RayClusters the test left."""
+    """A client of the session sandbox; clears faults, and deletes the RayJobs and RayClusters the test left."""
     from kubernetes import client as k8s
 
     client = SandboxClient(box.info)
     client.clear_faults()
     co = k8s.CustomObjectsApi(client.api_client())
 
-    def names():
-        return {rc["metadata"]["name"] for rc in co.list_namespaced_custom_object("ray.io", "v1", client.namespace, "rayclusters")["items"]}
+    def names(plural: str = "rayclusters"):
+        return {rc["metadata"]["name"] for rc in co.list_namespaced_custom_object("ray.io", "v1", client.namespace, plural)["items"]}
 
-    before = names()
+    before, jobs_before = names(), names("rayjobs")
     yield client
     if box.stopped:  # an interrupted run: nothing to tidy
         return
     client.clear_faults()
+    for name in names("rayjobs") - jobs_before:  # their clusters go with them
+        co.delete_namespaced_custom_object("ray.io", "v1", client.namespace, "rayjobs", name)
     for name in names() - before:
         co.delete_namespaced_custom_object("ray.io", "v1", client.namespace, "rayclusters", name)
     keep = {p["cluster"] for p in client.processes()} & before

@@ -103,6 +103,7 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
         stage = with_data_connection(stage_dataset(dataset=dataset, run_id=RUN_ID, s3_prefix=s3_prefix,
                                                    lifecycle=lifecycle), data_connection)
         stage.set_caching_options(False)
+        stage.set_display_name("stage-dataset")  # one name in every branch: the UI's, the artifacts' path's
         return stage, {"KFP_RAY_DATA": stage.outputs["data_uri"], "KFP_RAY_OUTPUT": stage.outputs["output_uri"]}
 
     with exit_handlers(title):
@@ -127,6 +128,7 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
                                            job_timeout=job_timeout, env_vars=env_vars, **code, **shape),
                                        data_connection)
             published = publish_run(stage, job, job, job.outputs["job_log"], title, data_connection)
+            published.set_display_name("publish-training-results")
             for task in (job, published):
                 task.set_caching_options(False)
         with dsl.Else(name="unknown-lifecycle"):

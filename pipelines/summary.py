@@ -68,10 +68,12 @@ def build(run, outputs: dict[str, dict], log: str, client) -> dict:
         arts = ((outputs.get(task) or {}).get("artifacts") or {}).get(name, {}).get("artifacts") or [{}]
         return arts[0]
 
-    provision = (outputs.get("provision-ray-cluster") or {}).get("parameterValues", {})
+    # the cluster and the job: provision and follow, or (lifecycle "rayjob") run-ray-job for both
+    provision = (outputs.get("provision-ray-cluster") or outputs.get("run-ray-job") or {}).get("parameterValues", {})
+    runner = "follow-ray-job" if "follow-ray-job" in outputs else "run-ray-job"
     stage = (outputs.get("stage-dataset") or {}).get("parameterValues", {})
     metrics = artifact("publish-training-results", "metrics").get("metadata") or \
-        artifact("follow-ray-job", "metrics").get("metadata") or {}
+        artifact(runner, "metrics").get("metadata") or {}
     model = artifact("publish-training-results", "model")
     lifetimes = {m.group(1): int(m.group(2)) for m in LIFETIME.finditer(log)}
     stored = []
@@ -91,7 +93,7 @@ def build(run, outputs: dict[str, dict], log: str, client) -> dict:
         "model": (model.get("metadata") or {}).get("s3_uri", ""),
         "results": (model.get("metadata") or {}).get("results_uri", ""),
         "report": artifact("publish-training-results", "report").get("uri", ""),
-        "job_log": artifact("follow-ray-job", "job_log").get("uri", ""),
+        "job_log": artifact(runner, "job_log").get("uri", ""),
         "cluster": provision.get("cluster_name", ""),
         "queued_seconds": provision.get("queued_seconds"),
         "starting_seconds": provision.get("starting_seconds"),

@@ -1,0 +1,136 @@
+"""run_ray_job: the RayJob path's runtime against the session sandbox (KubeRay's RayJob
+controller, Kueue's RayJob integration, real Ray), as RHOAI's pipeline-runner: bad inputs
+fail before anything exists; a job runs with embedded code and its log and metrics come
+back; a failing job, KubeRay's deadline and a SIGTERM each end with no RayJob, no RayCluster
+and no quota held."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from kubernetes import client as k8s
+
+from kfp_ray import tasks
+from kfp_ray.errors import InputError, JobFailed, JobTimeout
+from tests.helpers import cpu_in_use, eventually
+from tests.task_process import TaskProcess
+
+SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi", local_queue="local-queue-test")
+TASK = dict(task_name="run-ray-job", task_id="3")
+RUNNER = "system:serviceaccount:sandbox:pipeline-runner-dspa"
+JOB = """import os, sys, time
+print("hello from the job", flush=True)
+print('KFP_RAY_METRICS {"accuracy": 0.93}', flush=True)
+mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
+if mode == "fail":
+    raise SystemExit("the job gave up")
+if mode == "sleep":
+    time.sleep(600)
+"""
+
+
+def objects(sbx, plural: str) -> dict:
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    return {o["metadata"]["name"]: o for o in co.list_namespaced_custom_object("ray.io", "v1", "sandbox", plural)["items"]}
+
+
+def nothing_left(sbx) -> bool:
+    return not objects(sbx, "rayjobs") and not objects(sbx, "rayclusters") and \
+        cpu_in_use(k8s.CustomObjectsApi(sbx.api_client())) == 0
+
+
+def creates(sbx) -> list:
+    return [e for e in sbx.audit() if e["method"] == "POST" and e["path"].endswith("/rayjobs")]
+
+
+@pytest.fixture
+def code(tmp_path):
+    """A component's embedded code root with the job as code/job.py."""
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "job.py").write_text(JOB)
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("inputs,field", [
+    ({"job_name": "Not_Valid"}, "job_name"),
+    ({"submission_mode": "Interactive"}, "submission_mode"),
+    ({"submission_mode": "HTTPMode", "working_dir": "code"}, "working_dir"),
+    ({"ttl_seconds_after_finished": -1}, "ttl_seconds_after_finished"),
+    ({"entrypoint": " "}, "entrypoint"),
+    ({"head_cpu": "0"}, "head_cpu"),
+    ({"job_timeout": 0}, "job_timeout"),
+    ({"working_dir": "no-such-dir"}, "working_dir"),
+    ({"task_id": ""}, "task_id"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_bad_inputs_fail_before_anything_is_created(box, sbx, as_pipeline_runner, code, inputs, field):
+    before = len(creates(sbx))
+    with pytest.raises(InputError) as exc:
+        tasks.run_job(**{"run_id": "bad-inputs", "entrypoint": "python job.py", "embedded_root": code, **SMALL,
+                         **TASK, **inputs})
+    assert exc.value.field == field and "Fix:" in str(exc.value)
+    assert len(creates(sbx)) == before and objects(sbx, "rayjobs") == {}
+
+
+@pytest.mark.ray
+def test_a_job_with_embedded_code_runs_and_leaves_nothing(box, sbx, as_pipeline_runner, code, tmp_path, capsys):
+    log_path = tmp_path / "job.log"
+    ran = tasks.run_job(run_id="rj-ok", entrypoint="python job.py ok", working_dir="code", embedded_root=code,
+                        log_path=str(log_path), env_vars={"GREETING": "hi"}, **SMALL, **TASK)
+    out = capsys.readouterr().out
+    result = ran.result
+    assert result.status == "SUCCEEDED" and result.metrics == {"accuracy": 0.93}, (result, out)
+    assert "hello from the job" in log_path.read_text() and "hello from the job" in out
+    assert ran.cluster_name.startswith(ran.rayjob + "-") and ran.queued_seconds >= 0 and ran.starting_seconds > 0
+    assert "admitted by Kueue" in out and "uploaded working_dir of the job" in out, out
+    assert result.teardown_seconds > 0 and nothing_left(sbx)
+
+
+@pytest.mark.ray
+def test_a_failing_job_fails_the_task_with_its_error_and_leaves_nothing(box, sbx, as_pipeline_runner, code):
+    with pytest.raises(JobFailed) as exc:
+        tasks.run_job(run_id="rj-fail", entrypoint="python job.py fail", working_dir="code", embedded_root=code,
+                      **SMALL, **TASK)
+    assert "FAILED" in str(exc.value) and "the job gave up" in str(exc.value), exc.value
+    eventually(lambda: nothing_left(sbx), 30, what="no RayJob, RayCluster or quota left")
+
+
+@pytest.mark.ray
+def test_kuberays_deadline_ends_a_job_that_runs_too_long(box, sbx, as_pipeline_runner, code):
+    """activeDeadlineSeconds = startup_timeout + job_timeout, counted by KubeRay from admission."""
+    started = time.monotonic()
+    with pytest.raises(JobTimeout) as exc:
+        tasks.run_job(run_id="rj-deadline", entrypoint="python job.py sleep", working_dir="code", embedded_root=code,
+                      startup_timeout=20, job_timeout=10, **SMALL, **TASK)
+    assert "activeDeadlineSeconds" in str(exc.value) and "Fix: raise job_timeout" in str(exc.value), exc.value
+    assert time.monotonic() - started < 90
+    eventually(lambda: nothing_left(sbx), 30, what="no RayJob, RayCluster or quota left")
+
+
+@pytest.mark.ray
+def test_http_mode_runs_a_job_without_code(box, sbx, as_pipeline_runner):
+    ran = tasks.run_job(run_id="rj-http", entrypoint="python -c 'import sys; print(\"via http\")'",
+                        submission_mode="HTTPMode", **SMALL, **TASK)
+    assert ran.result.status == "SUCCEEDED" and "via http" in ran.result.logs
+    assert nothing_left(sbx)
+
+
+@pytest.mark.ray
+def test_sigterm_stops_the_job_and_deletes_the_rayjob_within_the_grace(box, sbx, code):
+    args = dict(run_id="rj-cancel", entrypoint="python job.py sleep", working_dir="code", embedded_root=code,
+                **SMALL, **TASK)
+    task = TaskProcess(box, f"from kfp_ray import tasks\ntasks.run_job(**{json.dumps(args)})\n")
+    try:
+        eventually(lambda: task.saw("job kfp-ray-") and task.saw(": RUNNING") or task.proc.poll() is not None, 120,
+                   what="the job to run")
+        assert task.proc.poll() is None, task.output
+        signalled = task.sigterm()
+        rc = task.wait(timeout=35)
+    finally:
+        task.kill()
+    out = task.output
+    assert rc != 0 and "Cancelled" in out, out
+    deletes = [e["ts"] - e["ms"] / 1000.0 for e in sbx.audit() if e["method"] == "DELETE" and e["user"] == RUNNER and "/rayjobs/" in e["path"]]
+    assert deletes and deletes[0] - signalled < 2.0, (deletes, signalled, out)
+    eventually(lambda: nothing_left(sbx), 30, what="no RayJob, RayCluster or quota left")

@@ -1,0 +1,59 @@
+"""Every training pipeline in lifecycle "rayjob", from its compiled YAML through the sandbox's
+Data Science Pipelines server: one run_ray_job task, a KubeRay RayJob that creates and
+deletes its own cluster; the same results as the RayCluster path (tests/pipelines/
+test_run_local.py, test_run_fashion_mnist.py) and nothing left behind. A lifecycle that is
+neither fails the run at its first task, naming the parameter."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.pipelines.cli_runs import ROOT, run_cli, summary_metrics
+
+pytestmark = pytest.mark.ray
+
+
+def ran_as_rayjob(out: str) -> None:
+    assert "run-ray-job: SUCCEEDED" in out and "provision-ray-cluster" not in out, out[-3000:]
+    assert re.search(r"deleted RayJob \S+ and RayCluster \S+", out), out[-3000:]
+
+
+def test_xgboost_tune_as_a_rayjob(tmp_path):
+    run = run_cli("xgboost_tune", "samples=2", "concurrent_trials=2", "lifecycle=rayjob", keep=tmp_path / "out")
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    out = run.stdout
+    ran_as_rayjob(out)
+    assert "admitted by Kueue" in out and "waiting for KubeRay's submitter to submit" in out
+    m = summary_metrics(out)
+    assert m["accuracy"] > 0.85 and m["trials"] == 2
+    assert re.search(r"in S3 under s3://kfp-ray/runs/\S+: \d+ objects, [1-9]\d* checkpoint files, model yes", out)
+    html = next((tmp_path / "out").glob("**/publish-training-results/*/html_report")).read_text()
+    assert all(f'data-phase="{p}"' in html for p in ("queued", "starting", "job", "teardown"))
+    assert "RayJob (K8sJobMode)" in html
+
+
+def test_fashion_mnist_as_a_rayjob():
+    run = run_cli("fashion_mnist", "epochs=4", "num_workers=1", "lifecycle=rayjob")
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    ran_as_rayjob(run.stdout)
+    m = summary_metrics(run.stdout)
+    assert m["accuracy"] > 0.6 and m["workers"] == 2
+
+
+def test_generic_ray_training_as_a_rayjob_and_a_lifecycle_typo(tmp_path):
+    run = run_cli("ray_training", "entrypoint=python xgboost_tune.py --samples 2 --concurrent 2 --rounds 30",
+                  f"working_dir={ROOT / 'pipelines' / 'jobs'}", "dataset=breast_cancer", "head_memory=2Gi",
+                  "worker_memory=2Gi", "worker_cpu=2", 'requirements=["xgboost-cpu==3.2.0", "boto3==1.44.5"]',
+                  "lifecycle=rayjob")
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    ran_as_rayjob(run.stdout)
+    assert summary_metrics(run.stdout)["accuracy"] > 0.85
+    assert re.search(r"model: s3://kfp-ray/runs/\S+/model/model.json", run.stdout)
+
+    typo = run_cli("ray_training", "entrypoint=python train.py", "lifecycle=RayJob")
+    assert typo.returncode != 0
+    assert "lifecycle: 'RayJob' is not a lifecycle" in typo.stdout and "Fix:" in typo.stdout, typo.stdout[-3000:]
+    assert "run-ray-job" not in typo.stdout and "provision-ray-cluster" not in typo.stdout
+    assert "nothing to tear down" in typo.stdout
