@@ -38,6 +38,7 @@ from pathlib import Path
 from kfp_ray_sandbox.reaper import descendants, pid_alive, pids_mentioning, session_tree
 
 PIPELINE = "tests.reliability.matrix_pipeline:fault_matrix_run"
+RAYJOB_PIPELINE = "tests.reliability.matrix_pipeline:fault_matrix_rayjob"  # lifecycle "rayjob": run_ray_job
 COMPONENTS = {name: f"components.{name}.component:{name}"
               for name in ("provision_ray_cluster", "submit_ray_job", "follow_ray_job", "teardown_ray_cluster")}
 NS = "sandbox"
@@ -124,12 +125,14 @@ class Trace:
 
 class Monitor:
     """Samples the sandbox's store every `interval` s: when each
-    RayCluster appeared, was admitted, evicted, asked to go and gone, and when its Workload held
-    and released quota."""
+    RayCluster (and RayJob: a rayjob row's `mx-<row>-<hex>`, whose cluster KubeRay names
+    `mx-<row>-<hex>-<5>`) appeared, was admitted, evicted, asked to go and gone, and when its
+    Workload held and released quota."""
 
     def __init__(self, box, interval: float = 0.1):
         self.box = box
         self.rc_t = box.registry.get("ray.io", "rayclusters")
+        self.rj_t = box.registry.get("ray.io", "rayjobs")
         self.wl_t = box.registry.get("kueue.x-k8s.io", "workloads")
         self.pod_t = box.registry.get("", "pods")
         self.svc_t = box.registry.get("", "services")
@@ -158,12 +161,15 @@ class Monitor:
     def _sample(self) -> None:
         t = time.time()
         store = self.box.store
-        rcs = {rc["metadata"]["name"]: rc for rc in store.list(self.rc_t, NS)[0]}
+        rcs = {rc["metadata"]["name"]: rc for rc in store.list(self.rc_t, NS)[0] + store.list(self.rj_t, NS)[0]}
         holding, evicted = set(), set()
         for wl in store.list(self.wl_t, NS)[0]:
-            owner = next((r["name"] for r in wl["metadata"].get("ownerReferences") or [] if r.get("kind") == "RayCluster"), None)
+            owner = next((r["name"] for r in wl["metadata"].get("ownerReferences") or []
+                          if r.get("kind") in ("RayCluster", "RayJob")), None)
             conds = {c["type"]: c for c in (wl.get("status") or {}).get("conditions") or []}
-            if owner and conds.get("QuotaReserved", {}).get("status") == "True" and (wl.get("status") or {}).get("admission"):
+            finished = conds.get("Finished", {}).get("status") == "True"  # Kueue counts a finished Workload no more
+            if owner and conds.get("QuotaReserved", {}).get("status") == "True" and (wl.get("status") or {}).get("admission") \
+                    and not finished:
                 holding.add(owner)
             ev = conds.get("Evicted")
             if owner and ev and ev.get("status") == "True" and ev.get("reason") == "PodsReadyTimeout":
@@ -224,6 +230,15 @@ class Monitor:
     def clusters(self, prefix: str) -> list[dict]:
         return [rc for rc in self.box.store.list(self.rc_t, NS)[0] if rc["metadata"]["name"].startswith(prefix)]
 
+    def rayjobs(self, prefix: str) -> list[dict]:
+        return [rj for rj in self.box.store.list(self.rj_t, NS)[0] if rj["metadata"]["name"].startswith(prefix)]
+
+    def cluster_name(self, name: str) -> str:
+        """`name`, or the cluster KubeRay made for RayJob `name` (`name-<5>`) once it exists."""
+        if self.box.store.find(self.rc_t, NS, name) is not None:
+            return name
+        return next((rc["metadata"]["name"] for rc in self.clusters(f"{name}-")), name)
+
     def holding(self, prefix: str) -> list[str]:
         self._sample()
         return [tr.name for tr in self.of(prefix) if tr.reserving]
@@ -244,7 +259,7 @@ class Monitor:
                 if (p["metadata"].get("labels") or {}).get("ray.io/cluster") == name]
 
     def dashboard_url(self, name: str) -> str | None:
-        svc = self.box.store.find(self.svc_t, NS, f"{name}-head-svc")
+        svc = self.box.store.find(self.svc_t, NS, f"{self.cluster_name(name)}-head-svc")
         ip = ((svc or {}).get("spec") or {}).get("clusterIP")
         if not ip or ip == "None":
             return None
@@ -572,6 +587,8 @@ class Ctx:
     def run(self, target: str = PIPELINE, env: dict | None = None, timeout: float = 300.0, **arguments) -> Run:
         if target == PIPELINE:
             arguments = {"entrypoint": QUICK_JOB, "cluster_name": self.cluster, **arguments}
+        elif target == RAYJOB_PIPELINE:
+            arguments = {"entrypoint": QUICK_JOB, "job_name": self.cluster, **arguments}
         run = Run(self.box, target, arguments, env=env, root=self.run_dir / f"root-{len(self.runs)}", timeout=timeout)
         self.runs.append(run)
         return run
@@ -686,7 +703,7 @@ class Matrix:
                 run.stop()
         if ctx.watch is not None:
             ctx.watch.stop()
-        main = next((r for r in ctx.runs if r.target == PIPELINE), ctx.runs[-1] if ctx.runs else None)
+        main = next((r for r in ctx.runs if r.target in (PIPELINE, RAYJOB_PIPELINE)), ctx.runs[-1] if ctx.runs else None)
         if main is not None:
             text = main.log.text()
             res.log = "\n".join(r.log.text() for r in ctx.runs) if len(ctx.runs) > 1 else text
@@ -697,6 +714,7 @@ class Matrix:
         with ctx.idle():
             while True:
                 left = {"rayclusters": len(self.monitor.clusters(ctx.cluster)),
+                        "rayjobs": len(self.monitor.rayjobs(ctx.cluster)),
                         "quota": len(self.monitor.holding(ctx.cluster)),
                         "processes": len(self.monitor.processes(ctx.cluster))}
                 if not any(left.values()) or time.monotonic() > deadline:
@@ -724,11 +742,15 @@ class Matrix:
         with contextlib.suppress(Exception):
             ctx.clear_faults()
         co = k8s.CustomObjectsApi(self.client.api_client())
+        for rj in self.monitor.rayjobs(ctx.cluster):  # their clusters go with them
+            with contextlib.suppress(Exception):
+                co.delete_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", rj["metadata"]["name"])
         for rc in self.monitor.clusters(ctx.cluster):
             with contextlib.suppress(Exception):
                 co.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", rc["metadata"]["name"])
         deadline = time.monotonic() + SETTLE_S
-        while (self.monitor.clusters(ctx.cluster) or self.monitor.processes(ctx.cluster)) and time.monotonic() < deadline:
+        while (self.monitor.clusters(ctx.cluster) or self.monitor.rayjobs(ctx.cluster) or self.monitor.processes(ctx.cluster)) \
+                and time.monotonic() < deadline:
             time.sleep(0.25)
 
     def stop(self) -> None:

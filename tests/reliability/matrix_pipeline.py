@@ -1,11 +1,13 @@
-"""The pipeline every fault-matrix row runs (tests/reliability/test_fault_matrix.py): the four
+"""The pipelines the fault-matrix rows run (tests/reliability/test_fault_matrix.py): the four
 real components, as a user wires them (pipelines/common.py's shape), made small: a head-only
-cluster, short timeouts, teardown in an ExitHandler."""
+cluster, short timeouts, teardown in an ExitHandler; and lifecycle "rayjob"'s shape, run_ray_job
+with the same teardown."""
 
 from kfp import dsl
 
 from kfp_ray.components.follow_ray_job.component import follow_ray_job
 from kfp_ray.components.provision_ray_cluster.component import provision_ray_cluster
+from kfp_ray.components.run_ray_job.component import run_ray_job
 from kfp_ray.components.submit_ray_job.component import submit_ray_job
 from kfp_ray.components.teardown_ray_cluster.component import teardown_ray_cluster
 
@@ -28,3 +30,18 @@ def fault_matrix_run(entrypoint: str, cluster_name: str, local_queue: str = "loc
                                 cluster_name=cluster.outputs["cluster_name"], timeout=job_timeout,
                                 max_poll_seconds=max_poll_seconds)
         follow.set_caching_options(False)
+
+
+@dsl.pipeline(name="fault-matrix-rayjob")
+def fault_matrix_rayjob(entrypoint: str, job_name: str, local_queue: str = "local-queue-test", head_memory: str = "1Gi",
+                        admission_timeout: int = 60, startup_timeout: int = 240, job_timeout: int = 300,
+                        max_poll_seconds: float = 2.0, lease_seconds: int = 600, renew_every_seconds: int = 60):
+    teardown = teardown_ray_cluster(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, timeout=60)
+    teardown.set_caching_options(False)
+    with dsl.ExitHandler(teardown, name="fault-matrix"):
+        job = run_ray_job(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, entrypoint=entrypoint, job_name=job_name,
+                          local_queue=local_queue, num_workers=0, head_cpu="1", head_memory=head_memory,
+                          admission_timeout=admission_timeout, startup_timeout=startup_timeout, job_timeout=job_timeout,
+                          max_poll_seconds=max_poll_seconds, lease_seconds=lease_seconds,
+                          renew_every_seconds=renew_every_seconds)
+        job.set_caching_options(False)

@@ -34,6 +34,7 @@ import yaml
 from kfp_ray_sandbox.reaper import pid_alive
 from tests.reliability.matrix import (
     COMPONENTS,
+    RAYJOB_PIPELINE,
     Matrix,
     Row,
     audit,
@@ -436,6 +437,105 @@ def kill9_follow_no_exit_handler(ctx):
     ctx.until(lambda: not ctx.monitor.clusters(ctx.cluster), 120, "the sweeper's deletion to complete")
 
 
+# --- rows: lifecycle "rayjob" (run_ray_job: KubeRay creates, submits, deletes) -----------------
+def rj_job_fails(ctx):
+    watch = ctx.jobs()
+    run = ctx.run(RAYJOB_PIPELINE, entrypoint="python -c 'import sys; print(\"training diverged\", flush=True); sys.exit(3)'")
+    run.wait(240)
+    ctx.t_fault = watch.ended()
+    ctx.t_detect = run.log.first(r"JobFailed|job \S+: FAILED", after=ctx.t_fault or 0)
+    text = run.log.text()
+    assert failed_task(text) == "run-ray-job" and "training diverged" in text, text[-3000:]
+
+
+def rj_deadline(ctx):
+    """KubeRay's activeDeadlineSeconds (startup_timeout + job_timeout, from admission) ends a job
+    that runs on: KubeRay marks it DeadlineExceeded and deletes the cluster; the task says so."""
+    run = ctx.run(RAYJOB_PIPELINE, entrypoint=ticking_job(600), startup_timeout=30, job_timeout=15)
+    run.wait(240)
+    tr = ctx.trace()
+    ctx.t_fault = ctx.t_useless = tr.admitted + 45 if tr.admitted else None
+    ctx.t_detect = run.log.first(r"activeDeadlineSeconds\. StartTime")
+    error = exception_text(task_block(run.log.text(), "run-ray-job"))
+    assert "JobTimeout" in error and "The RayJob has passed the activeDeadlineSeconds" in error, error or run.log.text()[-3000:]
+
+
+def rj_cancel_job_running(ctx):
+    """KFP terminate during the job: the task stops the job and deletes the RayJob at once."""
+    watch = ctx.jobs()
+    run = ctx.run(RAYJOB_PIPELINE, entrypoint=ticking_job(600))
+    watch.wait("RUNNING", 180)
+    ctx.until(lambda: run.log.first(RUNNING), 120, "run_ray_job to see the job running")
+    t = terminate(run.task_processes("run-ray-job"))
+    ctx.t_fault = ctx.t_useless = t["sigterm"]
+    ctx.kind = "cancelled"
+    run.wait(240)
+    deletes = [e for e in _audit_since(ctx.box, t["sigterm"]) if e["method"] == "DELETE"
+               and e["path"].endswith(f"/rayjobs/{ctx.cluster}") and e["code"] in (200, 202)]
+    ctx.t_detect = deletes[0]["ts"] if deletes else None
+    assert failed_task(run.log.text()) == "run-ray-job", run.log.text()[-3000:]
+    assert deletes and deletes[0]["ts"] - t["sigterm"] <= CANCEL_DELETE_S, (deletes[:1], t)
+
+
+def rj_kill9_kuberay_deletes(ctx):
+    """A deleted run while the job runs: every pipeline pod SIGKILLed, no exit handler. KubeRay
+    itself deletes the cluster when the job ends (shutdownAfterJobFinishes, TTL 0): quota back
+    with nobody from kfp-ray left. The finished RayJob (no quota) is the sweeper's once its
+    lease has run out (set to the past here rather than waiting for it)."""
+    from kubernetes import client as k8s
+
+    watch = ctx.jobs()
+    run = ctx.run(RAYJOB_PIPELINE, entrypoint=ticking_job(20), lease_seconds=60,
+                  renew_every_seconds=6)
+    watch.wait("RUNNING", 180)
+    run.kill()
+    run.wait(60)
+    killed = time.time()
+    ctx.kind = "killed, KubeRay deleted"
+    ctx.until(lambda: watch.ended(), 120, "the job to end on its own")
+    ctx.t_fault = ctx.t_useless = watch.ended()
+    with ctx.idle():
+        ctx.until(lambda: not ctx.monitor.clusters(ctx.cluster) and not ctx.monitor.holding(ctx.cluster), 120,
+                  "KubeRay to delete the cluster and Kueue to release the quota")
+    ctx.t_detect = ctx.monitor.of(f"{ctx.cluster}-")[0].delete_requested  # the cluster's, by KubeRay
+    runner_deletes = [e for e in _audit_since(ctx.box, killed) if e["method"] == "DELETE" and ctx.cluster in e["path"]]
+    assert runner_deletes == [], f"someone other than KubeRay deleted the cluster: {runner_deletes}"
+    [rj] = ctx.monitor.rayjobs(ctx.cluster)
+    assert rj["status"]["jobDeploymentStatus"] == "Complete", rj["status"]
+    past = (datetime.now(UTC) - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    k8s.CustomObjectsApi(ctx.client.api_client()).patch_namespaced_custom_object(
+        "ray.io", "v1", "sandbox", "rayjobs", ctx.cluster, {"metadata": {"annotations": {"kfp-ray.io/lease-expires": past}}})
+    gc = subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "gc", "--namespace", "sandbox", "--delete"], cwd=ROOT,
+                        capture_output=True, text=True, timeout=180,
+                        env={**os.environ, "KUBECONFIG": ctx.box.info["kubeconfig_pipeline_runner"],
+                             "PYTHONPATH": os.pathsep.join([str(ROOT / "runtime"), str(ROOT)])})
+    assert gc.returncode == 0 and f"rayjob/{ctx.cluster}" in gc.stdout, gc.stdout + gc.stderr
+    ctx.until(lambda: not ctx.monitor.rayjobs(ctx.cluster), 60, "the sweeper's deletion of the RayJob")
+
+
+def rj_image_pull(ctx):
+    ctx.faults(image_pull=True)
+    run = ctx.run(RAYJOB_PIPELINE, startup_timeout=90)
+    run.wait(240)
+    tr = ctx.monitor.trace(ctx.monitor.cluster_name(ctx.cluster)) or ctx.trace()
+    ctx.t_fault = tr.pod_seen or tr.admitted
+    ctx.t_detect = run.log.first(r"Task 'run-ray-job' finished with status FAILURE")
+    error = exception_text(task_block(run.log.text(), "run-ray-job"))
+    assert re.search(r"ImagePullBackOff|ErrImagePull", error) and "PodsFailing" in error, error or run.log.text()[-3000:]
+
+
+def rj_head_crash(ctx):
+    watch = ctx.jobs()
+    run = ctx.run(RAYJOB_PIPELINE, entrypoint=ticking_job(600))
+    watch.wait("RUNNING", 180)
+    ctx.until(lambda: run.log.first(RUNNING), 120, "run_ray_job to see the job running")
+    ctx.t_fault = ctx.t_useless = time.time()
+    ctx.client.crash_head(ctx.monitor.cluster_name(ctx.cluster))
+    run.wait(300)
+    ctx.t_detect = run.log.first(r"Task 'run-ray-job' finished with status FAILURE")
+    assert failed_task(run.log.text()) == "run-ray-job", run.log.text()[-3000:]
+
+
 ROWS = [
     Row("outage_refuse_3min", "dashboard refuses connections 3 min mid-job", "SUCCESS",
         dashboard_outage("refuse", 180, "during"), early=True),
@@ -468,6 +568,13 @@ ROWS = [
     Row("auth_401", "401 (unknown token)", "FAILURE", auth_failure(401), quota=False),
     Row("auth_403", "403 (no role in the project)", "FAILURE", auth_failure(403), quota=False),
     Row("kill9_no_exit_handler", "kill -9 of follow, no exit handler (sweeper)", "FAILURE", kill9_follow_no_exit_handler),
+    Row("rj_job_fails", "rayjob: job exits non-zero", "FAILURE", rj_job_fails),
+    Row("rj_deadline", "rayjob: job passes activeDeadlineSeconds", "FAILURE", rj_deadline),
+    Row("rj_cancel_job_running", "rayjob: cancel while the job runs", "FAILURE", rj_cancel_job_running),
+    Row("rj_kill9_kuberay", "rayjob: kill -9 of the run, no exit handler (KubeRay deletes)", "FAILURE",
+        rj_kill9_kuberay_deletes),
+    Row("rj_image_pull", "rayjob: image pull failure (Ray image)", "FAILURE", rj_image_pull),
+    Row("rj_head_crash", "rayjob: head crash mid-job", "FAILURE", rj_head_crash),
 ]
 
 
@@ -502,7 +609,7 @@ def test_fault_matrix(row, matrix, recorder):
         raise AssertionError(f"{spec.fault}: {type(res.error).__name__}: {res.error}\n--- the run's log ---\n"
                              f"{res.log[-4000:]}") from res.error
     assert res.status == spec.expect, f"{spec.fault}: expected {spec.expect}, got {res.outcome}\n{res.log[-4000:]}"
-    assert res.leaks == {"rayclusters": 0, "quota": 0, "processes": 0}, f"{spec.fault}: left {res.leaks}"
+    assert res.leaks == {"rayclusters": 0, "rayjobs": 0, "quota": 0, "processes": 0}, f"{spec.fault}: left {res.leaks}"
 
 
 def test_matrix_leaves_the_queue_empty(matrix, box):
@@ -513,5 +620,6 @@ def test_matrix_leaves_the_queue_empty(matrix, box):
         matrix.result(r.id)
     summary = SandboxClient(box.info).summary()
     assert [rc["name"] for rc in summary["rayclusters"] if rc["name"].startswith("mx-")] == []
+    assert matrix.monitor.rayjobs("mx-") == []
     assert set(summary["queue_usage"].values()) <= {"0"}, summary["queue_usage"]
     assert matrix.monitor.processes("mx-") == []
