@@ -508,7 +508,9 @@ def summary(entries: list[Swept], delete: bool, where: str) -> str:
     for e in (freed if delete else found):
         if e.admitted:
             total.add(e.held)
-    text = f"{len(entries)} kfp-ray RayCluster{'s' if len(entries) != 1 else ''} {where}, {len(found)} with an expired lease"
+    kinds = "RayClusters and RayJobs" if any(e.name.startswith("rayjob/") for e in entries) else \
+        f"RayCluster{'s' if len(entries) != 1 else ''}"
+    text = f"{len(entries)} kfp-ray {kinds} {where}, {len(found)} with an expired lease"
     if not delete:
         quota = f"; they hold {total.describe()} of quota" if total.pods else ""
         return text + (f"{quota}. Dry run: nothing deleted" if found else ". Nothing to do")

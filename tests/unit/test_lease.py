@@ -257,3 +257,34 @@ def test_every_deletion_by_kfp_ray_expires_the_lease_first(api, co, as_runner):
 def test_listing_all_namespaces_as_pipeline_runner_fails_naming_the_fix(co, as_runner):
     with pytest.raises(Exception, match=r"may not list RayClusters \(ray.io\) in all namespaces. Fix: sweep one namespace"):
         lease.sweep(None)
+
+
+def kfp_ray_rayjob(name, run, expires):
+    """A RayJob as run_ray_job creates it: the cluster's labels and lease on the RayJob."""
+    rc = kfp_ray_cluster(name, run, expires)
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": rc["metadata"],
+            "spec": {"entrypoint": "python train.py", "shutdownAfterJobFinishes": True, "rayClusterSpec": rc["spec"]}}
+
+
+def test_sweep_judges_a_rayjob_by_its_lease_and_its_cluster_through_it(co, as_runner):
+    """KubeRay copies the RayJob's labels and lease onto the cluster it creates, but only the
+    RayJob's lease is renewed: the sweeper lists the RayJob (deleting it deletes the cluster)
+    and never the cluster on its own."""
+    for name, expires in (("old-job", when(-90)), ("busy-job", when(300))):
+        co.create_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", kfp_ray_rayjob(name, "r8", expires))
+    owner = co.get_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", "busy-job")
+    copy = kfp_ray_cluster("busy-job-x7k2p", "r8", when(-90))  # its copy of the lease ran out long ago
+    copy["metadata"]["ownerReferences"] = [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "busy-job",
+                                            "uid": owner["metadata"]["uid"], "controller": True}]
+    co.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", copy)
+    try:
+        dry = {e.name: e for e in lease.sweep(NS)}
+        assert {n: e.action for n, e in dry.items()} == {"rayjob/old-job": "would delete", "rayjob/busy-job": "kept"}
+        assert dry["rayjob/old-job"].held.describe() == "cpu 2, memory 4Gi, 2 pods"  # its rayClusterSpec's
+        assert lease.summary(list(dry.values()), False, "here").startswith("2 kfp-ray RayClusters and RayJobs here, 1 with")
+        done = {e.name: e.action for e in lease.sweep(NS, delete=True, timeout=10)}
+        assert done == {"rayjob/old-job": "deleted", "rayjob/busy-job": "kept"}
+        left = {rj["metadata"]["name"] for rj in co.list_namespaced_custom_object("ray.io", "v1", NS, "rayjobs")["items"]}
+        assert left == {"busy-job"} and "busy-job-x7k2p" in names(co)
+    finally:
+        co.delete_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", "busy-job")

@@ -99,3 +99,23 @@ def test_a_bad_timeout_fails_the_task_but_only_after_the_runs_clusters_are_delet
     assert exc.value.field == "timeout" and "above zero" in str(exc.value) and "timeout=300" in str(exc.value)
     assert names(sbx) == []
     assert "deleting the run's clusters anyway" in capsys.readouterr().out
+
+
+def test_deletes_the_runs_rayjobs_and_spares_others(sbx, as_pipeline_runner, capsys):
+    """Lifecycle "rayjob": the run's RayJobs go too (KubeRay's clusters with them). Queued
+    ones here (their LocalQueue does not exist): no Ray needed to prove the point."""
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    for name, run in (("tdj-mine", "r-tdj"), ("tdj-other", "r-else")):
+        spec = raycluster(name, cpu="100m", memory="256Mi", queue="no-such-queue")
+        meta = spec["metadata"]
+        meta["labels"]["kfp-ray.io/run-id"] = run
+        co.create_namespaced_custom_object("ray.io", "v1", "sandbox", "rayjobs", {
+            "apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta,
+            "spec": {"entrypoint": "python train.py", "shutdownAfterJobFinishes": True, "rayClusterSpec": spec["spec"]}})
+    try:
+        tasks.teardown(run_id="r-tdj", namespace="sandbox")
+        left = [rj["metadata"]["name"] for rj in co.list_namespaced_custom_object("ray.io", "v1", "sandbox", "rayjobs")["items"]]
+        assert left == ["tdj-other"]
+        assert "deleted RayJob tdj-mine" in capsys.readouterr().out
+    finally:
+        co.delete_namespaced_custom_object("ray.io", "v1", "sandbox", "rayjobs", "tdj-other")
