@@ -134,3 +134,25 @@ def test_sigterm_stops_the_job_and_deletes_the_rayjob_within_the_grace(box, sbx,
     deletes = [e["ts"] - e["ms"] / 1000.0 for e in sbx.audit() if e["method"] == "DELETE" and e["user"] == RUNNER and "/rayjobs/" in e["path"]]
     assert deletes and deletes[0] - signalled < 2.0, (deletes, signalled, out)
     eventually(lambda: nothing_left(sbx), 30, what="no RayJob, RayCluster or quota left")
+
+
+@pytest.mark.ray
+def test_a_retried_task_adopts_its_rayjob_and_follows_the_same_job(box, sbx, as_pipeline_runner, code, capsys):
+    """The first attempt is SIGKILLed while its job runs (no cleanup at all); the retry, with the
+    same inputs, finds its RayJob, follows the job that is already running to its end."""
+    args = dict(run_id="rj-retry", entrypoint="python job.py ok", working_dir="code", embedded_root=code, **SMALL, **TASK)
+    first = TaskProcess(box, f"from kfp_ray import tasks\ntasks.run_job(**{json.dumps(args)})\n")
+    try:
+        eventually(lambda: first.saw("waiting for KubeRay's submitter") or first.proc.poll() is not None, 120,
+                   what="the first attempt to see its cluster ready")
+        assert first.proc.poll() is None, first.output
+    finally:
+        first.kill()
+    [rayjob] = objects(sbx, "rayjobs")
+    before = len(creates(sbx))
+    ran = tasks.run_job(**args)
+    out = capsys.readouterr().out
+    assert f"RayJob {rayjob} already exists for this run (a retried task): adopting it" in out, out
+    assert ran.rayjob == rayjob and ran.result.status == "SUCCEEDED" and "hello from the job" in ran.result.logs
+    assert len(creates(sbx)) == before  # no second RayJob
+    assert nothing_left(sbx)
