@@ -62,6 +62,7 @@ FIRST = (
     "tests/unit/test_openapi.py",
     # the longest runs next (each module stays on one worker: --dist loadscope)
     "tests/pipelines/test_run_fashion_mnist.py",
+    "tests/pipelines/test_run_rayjob.py",
     "tests/pipelines/test_run_local.py",
     "tests/pipelines/test_interactive_train.py",
     "tests/pipelines/test_job_contract.py",

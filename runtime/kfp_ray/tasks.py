@@ -354,7 +354,7 @@ def run_job(run_id: str, entrypoint: str, task_name: str = "", task_id: str = ""
     ran = rayjobs.run(spec, entrypoint, runtime_env, (uri, data) if data is not None else None,
                       jobs.submission_id(run_id, task_identity(task_name or "", task_id or "") or "run-ray-job"),
                       submission_mode, admission_timeout, startup_timeout, job_timeout, ttl_seconds_after_finished,
-                      log_path, derived, lease_seconds, renew_every_seconds, max_poll_seconds, outage_tolerance_seconds,
+                      derived, lease_seconds, renew_every_seconds, max_poll_seconds, outage_tolerance_seconds,
                       image_pull_grace, write_log)
     return ran
 

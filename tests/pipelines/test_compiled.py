@@ -16,6 +16,7 @@ from kfp_ray.pipelines import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_TASKS = ("provision-ray-cluster", "submit-ray-job", "follow-ray-job", "teardown-ray-cluster")
+RAYJOB_TASKS = ("run-ray-job", "stage-dataset-2", "publish-training-results-2")  # lifecycle "rayjob"
 # the Ray client driver pipeline (seed demo 2) has no job: its driver task is the cluster's user
 DRIVER_TASKS = ("provision-ray-cluster", "run-ray-driver", "teardown-ray-cluster")
 TRAINING = [name for name in registry.PIPELINES if name != "kfp_ray_gc"]  # the sweeper has no cluster of its own
@@ -32,12 +33,13 @@ def test_compiled_yaml_loads_with_exit_handler_no_caching_and_the_data_connectio
     dag = spec["root"]["dag"]["tasks"]
     exit_tasks = [t for t, body in dag.items() if body.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"]
     assert exit_tasks == ["teardown-ray-cluster"]
-    handler = next(body for t, body in dag.items() if t.startswith("exit-handler"))
-    inner = spec["components"][handler["componentRef"]["name"]]["dag"]["tasks"]
-    tasks = DRIVER_TASKS if name == "interactive_train" else CLUSTER_TASKS
+    inner = {t: body for c in spec["components"].values() for t, body in ((c.get("dag") or {}).get("tasks") or {}).items()}
+    tasks = DRIVER_TASKS if name == "interactive_train" else CLUSTER_TASKS + RAYJOB_TASKS
     for task in tasks:
         body = inner.get(task) or dag.get(task)
         assert body["cachingOptions"] == {}, f"{task} must not be cached"
+    containers = [t for t, body in inner.items() if "dag" not in spec["components"][body["componentRef"]["name"]]]
+    assert all(inner[t]["cachingOptions"] == {} for t in containers), "every task of every branch uncached"
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     secret_users = {k for k, v in executors.items() if "secretAsEnv" in v}
     assert {"exec-stage-dataset", f"exec-{tasks[1]}", "exec-publish-training-results"} <= secret_users
