@@ -80,6 +80,25 @@ def publish_run(stage, cluster, runner, log, title, data_connection):
         data_connection)
 
 
+LIFECYCLE_ARG = """
+    Args:
+        lifecycle: How the Ray cluster lives. "raycluster" (the default): kfp-ray provisions a
+            RayCluster, submits the job and streams its log, then deletes the cluster; a retried
+            task adopts its cluster. "rayjob": one KubeRay RayJob; KubeRay creates the cluster,
+            submits the job and deletes the cluster when the job ends or its deadline
+            (startup_timeout + job_timeout) passes, even if every pipeline pod is gone.
+    """
+
+
+def with_lifecycle_doc(summary: str):
+    """A training pipeline's docstring: `summary`, then its `lifecycle` parameter explained, as
+    the RHOAI UI shows it (KFP reads the docstring when @dsl.pipeline applies: put this below it)."""
+    def mark(fn):
+        fn.__doc__ = summary + "\n" + LIFECYCLE_ARG
+        return fn
+    return mark
+
+
 def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s3_prefix, local_queue, image,
                  num_workers, head_cpu, head_memory, worker_cpu, worker_memory, worker_gpus, tolerations,
                  admission_timeout, startup_timeout, job_timeout, pip=None, requirements_file="",

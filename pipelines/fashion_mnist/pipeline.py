@@ -4,11 +4,12 @@ metrics, confusion matrix and report."""
 
 from kfp import dsl
 
-from kfp_ray.pipelines.common import run_with_jobs, submit_with_jobs, train_on_ray
+from kfp_ray.pipelines.common import run_with_jobs, submit_with_jobs, train_on_ray, with_lifecycle_doc
 
 
 @dsl.pipeline(name="fashion-mnist", description="Ray Train (TorchTrainer) data-parallel classifier on a Kueue-queued "
               "RayCluster; data and checkpoints in S3. dataset=fashion_mnist on a cluster, digits offline.")
+@with_lifecycle_doc("Ray Train data-parallel classifier on a Kueue-queued cluster.")
 def fashion_mnist(
     dataset: str = "digits",
     epochs: int = 15,
@@ -33,15 +34,6 @@ def fashion_mnist(
     pip_trusted_host: str = "",
     lifecycle: str = "raycluster",
 ):
-    """Ray Train data-parallel classifier on a Kueue-queued cluster.
-
-    Args:
-        lifecycle: How the Ray cluster lives. "raycluster" (the default): kfp-ray provisions a
-            RayCluster, submits the job and streams its log, then deletes the cluster; a retried
-            task adopts its cluster. "rayjob": one KubeRay RayJob; KubeRay creates the cluster,
-            submits the job and deletes the cluster when the job ends or its deadline
-            (startup_timeout + job_timeout) passes, even if every pipeline pod is gone.
-    """
     train_on_ray(
         title="fashion_mnist",
         submit=submit_with_jobs, working_dir="code",

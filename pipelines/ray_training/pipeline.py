@@ -4,12 +4,13 @@ Kueue-queued RayCluster, with data/output folders in S3 and the results publishe
 from kfp import dsl
 
 from kfp_ray.components.submit_ray_job.component import submit_ray_job
-from kfp_ray.pipelines.common import train_on_ray
+from kfp_ray.pipelines.common import train_on_ray, with_lifecycle_doc
 
 
 @dsl.pipeline(name="ray-training", description="Run a Ray training job (your code from S3 or an https zip) on a "
               "Kueue-queued RayCluster; metrics from KFP_RAY_METRICS log lines, and model, confusion matrix and "
               "report from a results.json the job may write to $KFP_RAY_OUTPUT.")
+@with_lifecycle_doc("Your Ray training job on a Kueue-queued cluster.")
 def ray_training(
     entrypoint: str,
     working_dir: str = "",
@@ -32,15 +33,6 @@ def ray_training(
     pip_trusted_host: str = "",
     lifecycle: str = "raycluster",
 ):
-    """Your Ray training job on a Kueue-queued cluster.
-
-    Args:
-        lifecycle: How the Ray cluster lives. "raycluster" (the default): kfp-ray provisions a
-            RayCluster, submits the job and streams its log, then deletes the cluster; a retried
-            task adopts its cluster. "rayjob": one KubeRay RayJob; KubeRay creates the cluster,
-            submits the job and deletes the cluster when the job ends or its deadline
-            (startup_timeout + job_timeout) passes, even if every pipeline pod is gone.
-    """
     train_on_ray(
         title="ray_training",
         submit=submit_ray_job, working_dir=working_dir, entrypoint=entrypoint, dataset=dataset,

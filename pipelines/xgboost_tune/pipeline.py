@@ -3,11 +3,12 @@ Kueue-admitted RayCluster, breast-cancer data from S3, best model and trial tabl
 
 from kfp import dsl
 
-from kfp_ray.pipelines.common import run_with_jobs, submit_with_jobs, train_on_ray
+from kfp_ray.pipelines.common import run_with_jobs, submit_with_jobs, train_on_ray, with_lifecycle_doc
 
 
 @dsl.pipeline(name="xgboost-tune", description="Ray Tune over XGBoost hyperparameters on a Kueue-queued RayCluster "
               "(breast cancer data from S3; best model, trial table, metrics and report).")
+@with_lifecycle_doc("Ray Tune over XGBoost hyperparameters on a Kueue-queued cluster.")
 def xgboost_tune(
     samples: int = 6,
     concurrent_trials: int = 3,
@@ -30,15 +31,6 @@ def xgboost_tune(
     pip_trusted_host: str = "",
     lifecycle: str = "raycluster",
 ):
-    """Ray Tune over XGBoost hyperparameters on a Kueue-queued cluster.
-
-    Args:
-        lifecycle: How the Ray cluster lives. "raycluster" (the default): kfp-ray provisions a
-            RayCluster, submits the job and streams its log, then deletes the cluster; a retried
-            task adopts its cluster. "rayjob": one KubeRay RayJob; KubeRay creates the cluster,
-            submits the job and deletes the cluster when the job ends or its deadline
-            (startup_timeout + job_timeout) passes, even if every pipeline pod is gone.
-    """
     train_on_ray(
         title="xgboost_tune",
         submit=submit_with_jobs, working_dir="code",

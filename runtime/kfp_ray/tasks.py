@@ -29,6 +29,19 @@ def pip_mirror_env(index_url: str, trusted_host: str) -> dict[str, str]:
     return env | ({"PIP_TRUSTED_HOST": trusted_host} if trusted_host else {})
 
 
+def cluster_spec(run_id: str, name: str, task_name: str, task_id: str, namespace: str, pip_index_url: str,
+                 pip_trusted_host: str, env: dict | None, tolerations: list | None, node_selector: dict | None,
+                 labels: dict | None, **shape) -> cluster.ClusterSpec:
+    """The cluster of one task (provision's, or run_ray_job's RayJob's): its name, when not
+    given, derives from the run and the task identity (task_name, task_id), so each such task
+    of a run gets its own; a pip mirror becomes env of every Ray pod."""
+    env = {**(env or {}), **pip_mirror_env(pip_index_url, pip_trusted_host)}
+    name = name or derive_cluster_name(run_id or "", task_identity(task_name or "", task_id or ""))
+    return cluster.ClusterSpec(name=name, namespace=_namespace(namespace), run_id=run_id, task_name=task_name or "",
+                               task_id=task_id or "", env=env, tolerations=list(tolerations or []),
+                               node_selector=dict(node_selector or {}), labels=dict(labels or {}), **shape)
+
+
 def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_queue: str = "", num_workers: int = 1,
               head_cpu: str = "1", head_memory: str = "4Gi", worker_cpu: str = "1", worker_memory: str = "4Gi",
               head_cpu_limit: str = "", head_memory_limit: str = "", worker_cpu_limit: str = "",
@@ -42,16 +55,13 @@ def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_qu
     task identity (task_name, task_id), so each provision task of a run gets its own.
     image_pull_grace: how long an image may keep failing to pull (default
     diagnose.IMAGE_PULL_GRACE; not a component input, tests shorten it)."""
+    spec = cluster_spec(run_id, cluster_name, task_name, task_id, namespace, pip_index_url, pip_trusted_host, env,
+                        tolerations, node_selector, labels, local_queue=local_queue, num_workers=num_workers,
+                        head_cpu=head_cpu, head_cpu_limit=head_cpu_limit, head_memory=head_memory,
+                        head_memory_limit=head_memory_limit, worker_cpu=worker_cpu, worker_cpu_limit=worker_cpu_limit,
+                        worker_memory=worker_memory, worker_memory_limit=worker_memory_limit, worker_gpus=worker_gpus,
+                        image=image, data_connection=data_connection)
     derived = not cluster_name
-    env = {**(env or {}), **pip_mirror_env(pip_index_url, pip_trusted_host)}
-    name = cluster_name or derive_cluster_name(run_id or "", task_identity(task_name or "", task_id or ""))
-    spec = cluster.ClusterSpec(
-        name=name, namespace=_namespace(namespace), run_id=run_id, task_name=task_name or "", task_id=task_id or "",
-        local_queue=local_queue, num_workers=num_workers, head_cpu=head_cpu, head_cpu_limit=head_cpu_limit,
-        head_memory=head_memory, head_memory_limit=head_memory_limit, worker_cpu=worker_cpu,
-        worker_cpu_limit=worker_cpu_limit, worker_memory=worker_memory, worker_memory_limit=worker_memory_limit,
-        worker_gpus=worker_gpus, image=image, env=dict(env or {}), data_connection=data_connection,
-        tolerations=list(tolerations or []), node_selector=dict(node_selector or {}), labels=dict(labels or {}))
     return cluster.provision(spec, admission_timeout, startup_timeout, lease_seconds=lease_seconds,
                              renew_every_seconds=renew_every_seconds, derived_name=derived,
                              image_pull_grace=image_pull_grace)
@@ -316,15 +326,12 @@ def run_job(run_id: str, entrypoint: str, task_name: str = "", task_id: str = ""
     from . import rayjobs
 
     derived = not job_name
-    env = {**(env or {}), **pip_mirror_env(pip_index_url, pip_trusted_host)}
-    name = job_name or derive_cluster_name(run_id or "", task_identity(task_name or "", task_id or ""))
-    spec = cluster.ClusterSpec(
-        name=name, namespace=_namespace(namespace), run_id=run_id, task_name=task_name or "", task_id=task_id or "",
-        local_queue=local_queue, num_workers=num_workers, head_cpu=head_cpu, head_cpu_limit=head_cpu_limit,
-        head_memory=head_memory, head_memory_limit=head_memory_limit, worker_cpu=worker_cpu,
-        worker_cpu_limit=worker_cpu_limit, worker_memory=worker_memory, worker_memory_limit=worker_memory_limit,
-        worker_gpus=worker_gpus, image=image, env=dict(env), data_connection=data_connection,
-        tolerations=list(tolerations or []), node_selector=dict(node_selector or {}), labels=dict(labels or {}))
+    spec = cluster_spec(run_id, job_name, task_name, task_id, namespace, pip_index_url, pip_trusted_host, env,
+                        tolerations, node_selector, labels, local_queue=local_queue, num_workers=num_workers,
+                        head_cpu=head_cpu, head_cpu_limit=head_cpu_limit, head_memory=head_memory,
+                        head_memory_limit=head_memory_limit, worker_cpu=worker_cpu, worker_cpu_limit=worker_cpu_limit,
+                        worker_memory=worker_memory, worker_memory_limit=worker_memory_limit, worker_gpus=worker_gpus,
+                        image=image, data_connection=data_connection)
     errors: list[InputError] = []
     try:
         spec.check(derived_name=derived)
