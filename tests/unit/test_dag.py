@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from kfp_ray_sandbox.pipelines_api import dag
@@ -39,6 +40,17 @@ def test_the_lifecycle_parameter_picks_one_branch_and_a_typo_runs_only_the_check
                                     "submit-ray-job"]
     assert inside["rayjob"] == ["publish-training-results-2", "run-ray-job", "stage-dataset-2"]
     assert inside["RayJob"] == ["stage-dataset-3"]  # stage_dataset names the parameter and fails
+
+
+def test_a_lifecycle_that_is_neither_fails_naming_the_parameter():
+    from kfp_ray.datasets import check_lifecycle
+    from kfp_ray.errors import InputError
+
+    for good in ("raycluster", "rayjob"):
+        check_lifecycle(good)
+    with pytest.raises(InputError) as exc:
+        check_lifecycle("RayJob")
+    assert exc.value.field == "lifecycle" and '"raycluster"' in exc.value.fix and '"rayjob"' in exc.value.fix
 
 
 def test_independent_tasks_start_together_and_the_rest_in_dependency_order():
