@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from . import cluster, jobs, kube, lease
 from .errors import Cancelled, ClusterError, Evicted, JobFailed, JobTimeout
 from .rayclusters import GROUP, RAYJOB, VERSION, being_deleted, get, request_delete, wait_gone
-from .readiness import ClusterTarget, wait_ready
+from .readiness import PODS_EVERY, ClusterTarget, wait_ready
 from .signals import cleanup_deadline, sigterm_raises
 from .validate import Checker
 from .wait import Backoff, beat, first_line, log
@@ -152,8 +152,6 @@ class RayJobTarget(ClusterTarget):
 
     def cluster(self, obj: dict, now: float) -> dict | None:
         """The cluster, read at most every readiness.PODS_EVERY (one more GET)."""
-        from .readiness import PODS_EVERY
-
         name = self.cluster_name(obj)
         if not name:
             return None
