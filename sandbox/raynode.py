@@ -25,7 +25,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import rayimage
+from . import podports, rayimage
 from .reaper import descendants, pid_alive, pids_mentioning, reap
 from .reaper import signal_pid as _signal
 
@@ -58,15 +58,18 @@ _held: dict[int, tuple[float, socket.socket]] = {}
 _held_lock = threading.Lock()
 
 
-def _listen_range() -> range:
-    """Ports no client socket is given: LISTEN_PORTS_FROM up to the ephemeral range."""
+def _listen_range() -> list[int]:
+    """Ports no client socket is given (LISTEN_PORTS_FROM up to the ephemeral range), less the
+    Ray client servers' (CLIENT_SERVER_PORTS: in a pod they are the head's alone)."""
     try:
         low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     except (OSError, ValueError):
         low, high = 32768, 60999  # Linux's default
     if low - LISTEN_PORTS_FROM >= 2000:
-        return range(LISTEN_PORTS_FROM, low)
-    return range(max(high + 1, 1024), 65536) if 65535 - high >= 2000 else range(1024, 65536)
+        ports = range(LISTEN_PORTS_FROM, low)
+    else:
+        ports = range(max(high + 1, 1024), 65536) if 65535 - high >= 2000 else range(1024, 65536)
+    return [p for p in ports if p not in CLIENT_SERVER_PORTS]
 
 
 def free_port() -> int:
@@ -91,7 +94,7 @@ def free_port() -> int:
                     continue
             if _reserve(port, now):
                 return port
-        raise OSError(f"no free port in {ports.start}-{ports.stop - 1} after 10000 tries")
+        raise OSError(f"no free port in {ports[0]}-{ports[-1]} after 10000 tries")
 
 
 def machine_hold(name: str) -> socket.socket | None:
@@ -126,16 +129,32 @@ WORKER_PORTS = range(10002, 20000)  # Ray 2.52's default worker ports (ray start
 WORKER_PORT_BLOCK = 100  # a node's workers, drivers and actors at once; ports are reused as they exit
 
 
+# A head's Ray client proxy starts a server per client on a port of 23000-23999 (ray 2.52.1,
+# proxier.py), on 127.0.0.1, which in a pod is the head's alone: each head gets a block of its
+# own, held machine-wide for its lifetime (podports.py says why and how).
+CLIENT_SERVER_PORTS = range(23000, 24000)
+CLIENT_SERVER_PORT_BLOCK = 20  # clients of one cluster at once
+
+
 def hold_worker_ports() -> tuple[int, int, socket.socket]:
     """(min, max) worker ports for one node, and the socket that holds them machine-wide
     until closed (or its process ends)."""
-    blocks = list(range(WORKER_PORTS.start, WORKER_PORTS.stop - WORKER_PORT_BLOCK + 1, WORKER_PORT_BLOCK))
+    return _hold_block("workers", WORKER_PORTS, WORKER_PORT_BLOCK)
+
+
+def hold_client_server_ports() -> tuple[int, int, socket.socket]:
+    """(min, max) Ray client server ports for one head, held as hold_worker_ports' are."""
+    return _hold_block("client-servers", CLIENT_SERVER_PORTS, CLIENT_SERVER_PORT_BLOCK)
+
+
+def _hold_block(kind: str, ports: range, size: int) -> tuple[int, int, socket.socket]:
+    blocks = list(range(ports.start, ports.stop - size + 1, size))
     random.shuffle(blocks)
     for low in blocks:
-        hold = machine_hold(f"workers-{low}")
+        hold = machine_hold(f"{kind}-{low}")
         if hold is not None:
-            return low, low + WORKER_PORT_BLOCK - 1, hold
-    raise OSError(f"all {len(blocks)} blocks of Ray worker ports are held by running sandbox nodes")
+            return low, low + size - 1, hold
+    raise OSError(f"all {len(blocks)} blocks of {kind} ports are held by running sandbox nodes")
 
 
 def ray_env(extra: dict | None = None) -> dict:
@@ -277,6 +296,10 @@ class RayNode(PodProcess):
             self.ports.setdefault(flag, free_port())
         low, high, self._worker_ports_hold = hold_worker_ports()
         self.ports |= {"min-worker-port": low, "max-worker-port": high}
+        self._client_ports_hold = None
+        if head:
+            low, high, self._client_ports_hold = hold_client_server_ports()
+            self.env[podports.PORTS_ENV] = f"{low}-{high}"
         self.log_path = root / f"{name}.log"
         self.proc: subprocess.Popen | None = None
         root.mkdir(parents=True, exist_ok=True)
@@ -364,6 +387,8 @@ class RayNode(PodProcess):
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         self.pid_file.unlink(missing_ok=True)
         self._worker_ports_hold.close()
+        if self._client_ports_hold is not None:
+            self._client_ports_hold.close()
 
     def _keep_logs(self) -> None:
         keep = os.environ.get(KEEP_LOGS_ENV)

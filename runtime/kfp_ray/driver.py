@@ -29,9 +29,10 @@ import time
 
 from . import kube, rayclusters
 from .errors import KfpRayError
-from .wait import Backoff, log, poll
+from .wait import Backoff, log, poll, retry
 
 CLIENT_PORT = 10001  # KubeRay's default `client` port of the head Service
+CONNECT_ATTEMPTS = 3  # a client server that failed to start is started afresh on the next try
 CA_WAIT_S = 120.0  # the operator writes the CA secret with the cluster; a fresh one may lag
 CLUSTER_LABEL = "ray.openshift.ai/cluster-name"
 TLS_ENV = ("RAY_USE_TLS", "RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY", "RAY_TLS_CA_CERT")
@@ -201,6 +202,19 @@ def environ(values: dict[str, str | None]):
         apply(saved)
 
 
+def client_init(init, address: str) -> None:
+    """init(address) as a Ray client. The head's client proxy answers a failed start of the
+    client's server (on a busy head its process may need longer than the proxy's 30 s) with
+    ConnectionAbortedError("Initialization failure from server:\n<traceback>"): raised again
+    as its last line, the reason, and as a transient failure that connected() retries."""
+    try:
+        init(address=address, log_to_driver=True)
+    except ConnectionAbortedError as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        raise ConnectionAbortedError(f"the head's client proxy failed to start this client's server: "
+                                     f"{lines[-1] if len(lines) > 1 else 'no reason given'}") from None
+
+
 @contextlib.contextmanager
 def connected(cluster_name: str, namespace: str, dashboard_url: str):
     """ray.init() as a Ray client of the cluster, with the mTLS client certificate when its Ray
@@ -220,10 +234,11 @@ def connected(cluster_name: str, namespace: str, dashboard_url: str):
             log(f"connecting to {address} as a Ray client")
             started = time.monotonic()
             try:
-                ray.init(address=address, log_to_driver=True)
+                retry(lambda: client_init(ray.init, address), f"connecting to {address} as a Ray client",
+                      attempts=CONNECT_ATTEMPTS, backoff=Backoff(3.0, 2.0, 15.0))
             except Exception as exc:  # noqa: BLE001 - said in the user's terms
                 raise DriverError(f"could not connect to {address} as a Ray client ({type(exc).__name__}: "
-                                  f"{str(exc).splitlines()[0][:300] if str(exc) else ''}). Fix: check that this task runs "
+                                  f"{str(exc)[:300]}). Fix: check that this task runs "
                                   "in the cluster's namespace and that the head pod is ready") from None
             log(f"connected in {time.monotonic() - started:.1f}s")
             try:

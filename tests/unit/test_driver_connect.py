@@ -1,0 +1,51 @@
+"""The Ray client connect: a failed start of the client's server on the head is retried, and
+said by its reason (the proxy's traceback's last line), not by the header line."""
+
+import pytest
+
+from kfp_ray import driver
+from kfp_ray.wait import Backoff, retry
+
+# what ray.util.client.worker raises when the head's proxier could not start a client server (ray 2.52.1)
+ABORTED = ConnectionAbortedError(
+    "Initialization failure from server:\nTraceback (most recent call last):\n"
+    '  File "proxier.py", line 750, in Datapath\n'
+    "RuntimeError: Proxy failed to Connect to backend! Check `ray_client_server.err`\n")
+
+
+def test_a_failed_server_start_is_retried_and_named():
+    calls, slept, lines = [], [], []
+
+    def init(address, log_to_driver):
+        calls.append(address)
+        if len(calls) == 1:
+            raise ABORTED
+
+    import kfp_ray.wait as wait
+    original = wait.log
+    wait.log = lines.append
+    try:
+        retry(lambda: driver.client_init(init, "ray://h:10001"), "connecting", attempts=driver.CONNECT_ATTEMPTS,
+              backoff=Backoff(3.0, 2.0, 15.0), sleep=slept.append)
+    finally:
+        wait.log = original
+    assert calls == ["ray://h:10001"] * 2
+    assert len(slept) == 1
+    assert "Proxy failed to Connect to backend" in lines[0] and "Initialization failure" not in lines[0]
+
+
+def test_the_last_failure_is_raised_with_its_reason():
+    def init(address, log_to_driver):
+        raise ABORTED
+
+    with pytest.raises(ConnectionAbortedError, match="RuntimeError: Proxy failed to Connect to backend"):
+        retry(lambda: driver.client_init(init, "ray://h:10001"), "connecting", attempts=driver.CONNECT_ATTEMPTS,
+              sleep=lambda s: None)
+
+
+def test_other_failures_pass_unchanged():
+    def init(address, log_to_driver):
+        raise RuntimeError("Version mismatch")
+
+    with pytest.raises(RuntimeError, match="Version mismatch"):
+        driver.client_init(init, "ray://h:10001")
