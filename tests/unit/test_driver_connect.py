@@ -3,7 +3,7 @@ said by its reason (the proxy's traceback's last line), not by the header line."
 
 import pytest
 
-from kfp_ray import driver
+from kfp_ray import driver, wait
 from kfp_ray.wait import Backoff, retry
 
 # what ray.util.client.worker raises when the head's proxier could not start a client server (ray 2.52.1)
@@ -13,7 +13,7 @@ ABORTED = ConnectionAbortedError(
     "RuntimeError: Proxy failed to Connect to backend! Check `ray_client_server.err`\n")
 
 
-def test_a_failed_server_start_is_retried_and_named():
+def test_a_failed_server_start_is_retried_and_named(monkeypatch):
     calls, slept, lines = [], [], []
 
     def init(address, log_to_driver):
@@ -21,14 +21,9 @@ def test_a_failed_server_start_is_retried_and_named():
         if len(calls) == 1:
             raise ABORTED
 
-    import kfp_ray.wait as wait
-    original = wait.log
-    wait.log = lines.append
-    try:
-        retry(lambda: driver.client_init(init, "ray://h:10001"), "connecting", attempts=driver.CONNECT_ATTEMPTS,
-              backoff=Backoff(3.0, 2.0, 15.0), sleep=slept.append)
-    finally:
-        wait.log = original
+    monkeypatch.setattr(wait, "log", lines.append)
+    retry(lambda: driver.client_init(init, "ray://h:10001"), "connecting", attempts=driver.CONNECT_ATTEMPTS,
+          backoff=Backoff(3.0, 2.0, 15.0), sleep=slept.append)
     assert calls == ["ray://h:10001"] * 2
     assert len(slept) == 1
     assert "Proxy failed to Connect to backend" in lines[0] and "Initialization failure" not in lines[0]
