@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-LIFETIME = re.compile(r"deleted RayCluster (\S+) \(lived (\d+)s\)")
+LIFETIME = re.compile(r"deleted (?:RayJob \S+ and )?RayCluster (\S+) \(lived (\d+)s\)")
 # a task's boilerplate (its lines come `task | ` prefixed): the KFP executor's own lines and
 # the executor input it prints as JSON, and pip's notices
 NOISE = re.compile(r'^[\w-]+ \| (\s*\[KFP Executor|\s*[{}\[\]],?$|\s*"[^"]*":|\s*\},?$|\s*$|\[notice\]|'
@@ -112,8 +112,8 @@ def render(name: str, r: dict, seconds: float) -> str:
     if r["tasks"]:
         lines.append("tasks: " + ", ".join(f"{t} {s}" for t, s in r["tasks"].items()))
     if r["cluster"]:
-        lines.append(f"RayCluster {r['cluster']}: queued {r['queued_seconds']}s, starting {r['starting_seconds']}s, "
-                     f"lifetime {r['lifetime_seconds']}s")
+        lines.append(f"RayCluster {r['cluster']}: queued {r['queued_seconds']}s, starting {r['starting_seconds']}s" +
+                     (f", lifetime {r['lifetime_seconds']}s" if r["lifetime_seconds"] is not None else ""))
     if r["metrics"]:
         lines.append("metrics: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                              for k, v in sorted(r["metrics"].items())))

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from . import cluster, jobs, kube, lease
 from .errors import Cancelled, ClusterError, Evicted, JobFailed, JobTimeout
-from .rayclusters import GROUP, RAYJOB, VERSION, being_deleted, get, request_delete, wait_gone
+from .rayclusters import GROUP, RAYJOB, VERSION, age_seconds, being_deleted, get, request_delete, wait_gone
 from .readiness import PODS_EVERY, ClusterTarget, wait_ready
 from .signals import cleanup_deadline, sigterm_raises
 from .validate import Checker
@@ -400,7 +400,8 @@ def _delete_when_over(spec: cluster.ClusterSpec, creation: cluster.Creation) -> 
     wait_gone(rj)
     if rc is not None:
         wait_gone(rc)
-    log(f"deleted RayJob {spec.name}" + (f" and RayCluster {name}" if rc is not None else ""))
+    log(f"deleted RayJob {spec.name}" +
+        (f" and RayCluster {name} (lived {age_seconds(rc):.0f}s)" if rc is not None else ""))
     return round(time.monotonic() - started, 2)
 
 

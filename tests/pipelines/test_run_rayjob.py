@@ -2,8 +2,8 @@
 Data Science Pipelines server: one run_ray_job task, a KubeRay RayJob that creates and
 deletes its own cluster; the same results as the RayCluster path (tests/pipelines/
 test_run_local.py, test_run_fashion_mnist.py) and nothing left behind. Head-only clusters
-where the job fits (one Ray node to start on this 2-core machine; the RayCluster runs have
-workers). Which branch a lifecycle value runs: tests/unit/test_dag.py."""
+(one Ray node to start on this 2-core machine; the RayCluster runs have workers). Which
+branch a lifecycle value runs: tests/unit/test_dag.py."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ pytestmark = pytest.mark.ray
 
 def ran_as_rayjob(out: str) -> None:
     assert "run-ray-job: SUCCEEDED" in out and "provision-ray-cluster" not in out, out[-3000:]
-    assert re.search(r"deleted RayJob \S+ and RayCluster \S+", out), out[-3000:]
+    assert re.search(r"deleted RayJob \S+ and RayCluster \S+ \(lived \d+s\)", out), out[-3000:]
+    assert re.search(r"RayCluster \S+: queued [\d.]+s, starting [\d.]+s, lifetime \d+s", out), out[-3000:]
 
 
 def test_xgboost_tune_as_a_rayjob(tmp_path):
@@ -37,7 +38,8 @@ def test_xgboost_tune_as_a_rayjob(tmp_path):
 
 
 def test_fashion_mnist_as_a_rayjob():
-    run = run_cli("fashion_mnist", "epochs=4", "num_workers=1", "lifecycle=rayjob")
+    # Ray Train's 2 workers on the head alone (2 CPUs): a worker pod would unpack torch again
+    run = run_cli("fashion_mnist", "epochs=3", "num_workers=0", "head_cpu=2", "lifecycle=rayjob")
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     ran_as_rayjob(run.stdout)
     m = summary_metrics(run.stdout)
