@@ -55,14 +55,14 @@ def _excluded(site: Path) -> set[str]:
 
 
 RAYPIP = Path(__file__).resolve().parent / "raypip.py"  # copied into the image (its docstring says why)
-PODPORTS = Path(__file__).resolve().parent / "podports.py"  # likewise
+IMAGEHOOKS = Path(__file__).resolve().parent / "imagehooks.py"  # likewise
 
 
 def _key(site: Path, entries: list[str]) -> str:
     h = hashlib.sha256(f"{sys.version}\n{site}\n".encode())
     h.update("\n".join(entries).encode())
     h.update(RAYPIP.read_bytes())
-    h.update(PODPORTS.read_bytes())
+    h.update(IMAGEHOOKS.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -94,10 +94,10 @@ def _build_python(site: Path, entries: list[str], root: Path) -> None:
     shutil.copyfile(RAYPIP, venv_site / "kfp_ray_sandbox_raypip.py")
     (venv_site / "kfp_ray_sandbox_raypip.pth").write_text(
         f"import kfp_ray_sandbox_raypip; kfp_ray_sandbox_raypip.install({str(pip_envs(root))!r})\n")
-    # each head's Ray client servers on ports of its own, as in its own pod (podports.py)
-    shutil.copyfile(PODPORTS, venv_site / "kfp_ray_sandbox_podports.py")
-    (venv_site / "kfp_ray_sandbox_podports.pth").write_text("import kfp_ray_sandbox_podports; "
-                                                            "kfp_ray_sandbox_podports.install()\n")
+    # what the sandbox changes in Ray's processes (imagehooks.py says what and why)
+    shutil.copyfile(IMAGEHOOKS, venv_site / "kfp_ray_sandbox_imagehooks.py")
+    (venv_site / "kfp_ray_sandbox_imagehooks.pth").write_text("import kfp_ray_sandbox_imagehooks; "
+                                                            "kfp_ray_sandbox_imagehooks.install()\n")
     # venv writes its own path into pyvenv.cfg and the bin/ scripts: make them name root
     for f in [tmp / "pyvenv.cfg", *(tmp / "bin").iterdir()]:
         if f.is_file() and not f.is_symlink():

@@ -25,7 +25,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import podports, rayimage
+from . import imagehooks, rayimage
 from .reaper import descendants, pid_alive, pids_mentioning, reap
 from .reaper import signal_pid as _signal
 
@@ -131,8 +131,10 @@ WORKER_PORT_BLOCK = 100  # a node's workers, drivers and actors at once; ports a
 
 # A head's Ray client proxy starts a server per client on a port of 23000-23999 (ray 2.52.1,
 # proxier.py), on 127.0.0.1, which in a pod is the head's alone: each head gets a block of its
-# own, held machine-wide for its lifetime (podports.py says why and how).
+# own, held machine-wide for its lifetime (imagehooks.py says why and how).
 CLIENT_SERVER_PORTS = range(23000, 24000)
+# The dashboard subprocess modules a sandbox head runs: those the platform uses (imagehooks.py)
+DASHBOARD_MODULES = ("JobHead", "NodeHead", "ReportHead")
 CLIENT_SERVER_PORT_BLOCK = 20  # clients of one cluster at once
 
 
@@ -299,7 +301,8 @@ class RayNode(PodProcess):
         self._client_ports_hold = None
         if head:
             low, high, self._client_ports_hold = hold_client_server_ports()
-            self.env[podports.PORTS_ENV] = f"{low}-{high}"
+            self.env[imagehooks.PORTS_ENV] = f"{low}-{high}"
+            self.env[imagehooks.MODULES_ENV] = ",".join(DASHBOARD_MODULES)
         self.log_path = root / f"{name}.log"
         self.proc: subprocess.Popen | None = None
         root.mkdir(parents=True, exist_ok=True)

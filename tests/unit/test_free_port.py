@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from kfp_ray_sandbox import podports, rayimage, raynode
+from kfp_ray_sandbox import raynode
 
 
 def test_a_port_held_by_another_process_is_not_handed_out_and_is_free_once_it_exits():
@@ -101,29 +101,3 @@ def test_no_sandbox_listener_takes_a_ray_client_server_port():
     port handed out there but not yet bound would be taken from under the node."""
     ports = [raynode.free_port() for _ in range(300)]
     assert not set(ports) & set(raynode.CLIENT_SERVER_PORTS)
-
-
-def test_each_head_gets_its_own_block_of_ray_client_server_ports(tmp_path):
-    """In a pod, the proxy's 127.0.0.1:23000-23999 are the head's alone; here two heads' client
-    servers on one port would both bind it (gRPC's SO_REUSEPORT) and serve each other's clients."""
-    heads = [raynode.RayNode(f"h{i}", "127.0.0.1", head=True, num_cpus=1, num_gpus=0, memory=10**8, root=tmp_path)
-             for i in range(2)]
-    worker = raynode.RayNode("w", "127.0.0.1", head=False, num_cpus=1, num_gpus=0, memory=10**8, root=tmp_path,
-                             gcs_address="127.0.0.1:1")
-    try:
-        blocks = [h.env[podports.PORTS_ENV] for h in heads]
-        assert blocks[0] != blocks[1] and podports.PORTS_ENV not in worker.env
-        low, high = (int(x) for x in blocks[0].split("-"))
-        assert raynode.CLIENT_SERVER_PORTS.start <= low < high < raynode.CLIENT_SERVER_PORTS.stop
-        # the head's proxy, in the sandbox's Ray image, draws from that block (Ray's module as it runs)
-        probe = ("import ray.util.client.server.proxier as p; "
-                 "print(p.MIN_SPECIFIC_SERVER_PORT, p.MAX_SPECIFIC_SERVER_PORT)")
-        out = subprocess.run([rayimage.python(), "-c", probe], env=raynode.ray_env(heads[0].env),
-                             capture_output=True, text=True, timeout=120, check=True).stdout.split()
-        assert [int(x) for x in out] == [low, high + 1]
-        unset = subprocess.run([rayimage.python(), "-c", probe], env=raynode.ray_env(),
-                               capture_output=True, text=True, timeout=120, check=True).stdout.split()
-        assert unset == ["23000", "24000"]  # Ray's own range where the sandbox sets none
-    finally:
-        for node in [*heads, worker]:
-            node.stop()

@@ -1,0 +1,93 @@
+"""What the sandbox changes in the Ray processes of its Ray image, and why.
+
+Copied into the sandbox's Ray image (rayimage.py) and imported from a .pth there, so it runs in
+every Ray process; each change acts only in the process that imports the Ray module it changes,
+only when the node's environment asks for it (RayNode sets these for heads), and changes one
+setting; everything else is Ray's own. Self-contained (the image has neither kfp_ray nor
+kfp_ray_sandbox on its path).
+
+Ray client server ports (PORTS_ENV, "<low>-<high>"). A Ray head's client proxy (ray 2.52.1,
+ray/util/client/server/proxier.py) starts one "specific server" process per Ray client, on the
+first port of 23000-23999 that a bind test finds free, listening on 127.0.0.1, and dials it
+there. In a pod, 127.0.0.1 and those ports are the head's alone. Here every head shares the
+machine's 127.0.0.1, and gRPC listens with SO_REUSEPORT: two heads whose clients connect within
+the seconds a specific server takes to start both pick 23000, both servers bind it, and the
+kernel hands each proxy's connections to either server, so a client could be served by another
+cluster's server or fail to start ("Initialization failure from server"). So each head's proxy
+draws from a block the sandbox holds machine-wide for the head's lifetime.
+
+Dashboard modules (MODULES_ENV, e.g. "JobHead,NodeHead,ReportHead"). Ray 2.52's dashboard
+runs nine subprocess modules (ray/dashboard/head.py), each a process importing most of Ray;
+they were about 40% of the test suite's CPU on this 2-core machine, where every Ray head of
+every test is a process. A sandbox head runs those the platform uses: JobHead (the Job API and
+package uploads: kfp-ray, `ray job submit`, KubeRay's submitter, the CodeFlare SDK), NodeHead
+(it records the head's node id, without which JobHead answers "No available agent") and
+ReportHead (/api/gcs_healthz, KubeRay's head readiness probe). A request for another module's
+endpoint (State, Event, Metrics, Train, Data, Serve) gets 404 here where a RHOAI head answers:
+stricter, never kinder (README, "Where the sandbox still differs").
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import os
+import sys
+
+PORTS_ENV = "KFP_RAY_SANDBOX_CLIENT_SERVER_PORTS"
+MODULES_ENV = "KFP_RAY_SANDBOX_DASHBOARD_MODULES"
+
+
+def install() -> None:
+    """Register the changes this process's environment asks for, to run when (if ever) it
+    imports the Ray module concerned."""
+    block = os.environ.get(PORTS_ENV)
+    if block:
+        low, high = (int(x) for x in block.split("-"))
+        _after_import("ray.util.client.server.proxier", lambda m: _client_server_ports(m, low, high))
+    modules = os.environ.get(MODULES_ENV)
+    if modules:
+        _after_import("ray.dashboard.head", lambda m: _dashboard_modules(m, set(modules.split(","))))
+
+
+def _client_server_ports(proxier, low: int, high: int) -> None:
+    # read by ProxyManager.__init__, after the import
+    proxier.MIN_SPECIFIC_SERVER_PORT, proxier.MAX_SPECIFIC_SERVER_PORT = low, high + 1
+
+
+def _dashboard_modules(head, names: set[str]) -> None:
+    cls = getattr(head, "DashboardHead", None)
+    original = getattr(cls, "_load_subprocess_module_handles", None)
+    if original is None:
+        return  # a Ray whose dashboard differs from 2.52's: leave it as it is
+
+    def load(self, modules_to_load=None):
+        return original(self, names if modules_to_load is None else modules_to_load)
+
+    cls._load_subprocess_module_handles = load
+
+
+def _after_import(target: str, change) -> None:
+    if not any(isinstance(f, _PostImport) and f.target == target for f in sys.meta_path):
+        sys.meta_path.insert(0, _PostImport(target, change))
+
+
+class _PostImport(importlib.abc.MetaPathFinder):
+    def __init__(self, target: str, change):
+        self.target, self.change = target, change
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.target:
+            return None
+        sys.meta_path.remove(self)  # once: find the real module, then change it once it has run
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return None
+        run_module = spec.loader.exec_module
+
+        def exec_module(module):
+            run_module(module)
+            self.change(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
