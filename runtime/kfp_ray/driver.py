@@ -206,13 +206,19 @@ def client_init(init, address: str) -> None:
     """init(address) as a Ray client. The head's client proxy answers a failed start of the
     client's server (on a busy head its process may need longer than the proxy's 30 s) with
     ConnectionAbortedError("Initialization failure from server:\n<traceback>"): raised again
-    as its last line, the reason, and as a transient failure that connected() retries."""
+    with its last line, the reason, for connected() to retry (server_start_failed)."""
     try:
         init(address=address, log_to_driver=True)
     except ConnectionAbortedError as exc:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         raise ConnectionAbortedError(f"the head's client proxy failed to start this client's server: "
                                      f"{lines[-1] if len(lines) > 1 else 'no reason given'}") from None
+
+
+def server_start_failed(exc: BaseException) -> bool:
+    """The one failure connected() retries: the Ray client already retries its channel (3
+    tries), so an unreachable head (a wrong namespace) is not tried again."""
+    return isinstance(exc, ConnectionAbortedError)
 
 
 @contextlib.contextmanager
@@ -235,7 +241,7 @@ def connected(cluster_name: str, namespace: str, dashboard_url: str):
             started = time.monotonic()
             try:
                 retry(lambda: client_init(ray.init, address), f"connecting to {address} as a Ray client",
-                      attempts=CONNECT_ATTEMPTS, backoff=Backoff(3.0, 2.0, 15.0))
+                      attempts=CONNECT_ATTEMPTS, backoff=Backoff(3.0, 2.0, 15.0), transient=server_start_failed)
             except Exception as exc:  # noqa: BLE001 - said in the user's terms
                 raise DriverError(f"could not connect to {address} as a Ray client ({type(exc).__name__}: "
                                   f"{str(exc)[:300]}). Fix: check that this task runs "

@@ -79,16 +79,17 @@ def _tls_failure(exc: BaseException) -> bool:
 
 def retry(fn: Callable[[], T], what: str, attempts: int = 6, backoff: Backoff | None = None,
           sleep: Callable[[float], None] = time.sleep, deadline: float | None = None,
-          clock: Callable[[], float] = time.monotonic) -> T:
-    """Call fn, retrying transient failures up to `attempts` times with backoff, and never
-    sleeping past `deadline` (a clock() time), if given. Cancelled (a BaseException) is
-    never caught."""
+          clock: Callable[[], float] = time.monotonic,
+          transient: Callable[[BaseException], bool] = is_transient) -> T:
+    """Call fn, retrying transient failures (is_transient, or the `transient` given) up to
+    `attempts` times with backoff, and never sleeping past `deadline` (a clock() time), if
+    given. Cancelled (a BaseException) is never caught."""
     backoff = backoff or Backoff(0.3, 2.0, 5.0)
     for attempt in range(1, attempts + 1):
         try:
             return fn()
         except Exception as exc:  # noqa: BLE001 - classified below
-            if attempt == attempts or not is_transient(exc):
+            if attempt == attempts or not transient(exc):
                 raise
             delay = backoff.next()
             if deadline is not None and clock() + delay >= deadline:

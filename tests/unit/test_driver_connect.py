@@ -23,7 +23,7 @@ def test_a_failed_server_start_is_retried_and_named(monkeypatch):
 
     monkeypatch.setattr(wait, "log", lines.append)
     retry(lambda: driver.client_init(init, "ray://h:10001"), "connecting", attempts=driver.CONNECT_ATTEMPTS,
-          backoff=Backoff(3.0, 2.0, 15.0), sleep=slept.append)
+          backoff=Backoff(3.0, 2.0, 15.0), sleep=slept.append, transient=driver.server_start_failed)
     assert calls == ["ray://h:10001"] * 2
     assert len(slept) == 1
     assert "Proxy failed to Connect to backend" in lines[0] and "Initialization failure" not in lines[0]
@@ -35,7 +35,7 @@ def test_the_last_failure_is_raised_with_its_reason():
 
     with pytest.raises(ConnectionAbortedError, match="RuntimeError: Proxy failed to Connect to backend"):
         retry(lambda: driver.client_init(init, "ray://h:10001"), "connecting", attempts=driver.CONNECT_ATTEMPTS,
-              sleep=lambda s: None)
+              sleep=lambda s: None, transient=driver.server_start_failed)
 
 
 def test_other_failures_pass_unchanged():
@@ -44,3 +44,17 @@ def test_other_failures_pass_unchanged():
 
     with pytest.raises(RuntimeError, match="Version mismatch"):
         driver.client_init(init, "ray://h:10001")
+
+
+def test_an_unreachable_head_is_not_tried_again():
+    """The Ray client has already retried its channel 3 times (a wrong namespace, a head gone)."""
+    calls = []
+
+    def init(address, log_to_driver):
+        calls.append(address)
+        raise ConnectionError("ray client connection timeout")
+
+    with pytest.raises(ConnectionError, match="connection timeout"):
+        retry(lambda: driver.client_init(init, "ray://h:10001"), "connecting", attempts=driver.CONNECT_ATTEMPTS,
+              sleep=lambda s: None, transient=driver.server_start_failed)
+    assert len(calls) == 1
