@@ -133,9 +133,9 @@ WORKER_PORT_BLOCK = 100  # a node's workers, drivers and actors at once; ports a
 # proxier.py), on 127.0.0.1, which in a pod is the head's alone: each head gets a block of its
 # own, held machine-wide for its lifetime (imagehooks.py says why and how).
 CLIENT_SERVER_PORTS = range(23000, 24000)
+CLIENT_SERVER_PORT_BLOCK = 20  # clients of one cluster at once
 # The dashboard subprocess modules a sandbox head runs: those the platform uses (imagehooks.py)
 DASHBOARD_MODULES = ("JobHead", "NodeHead", "ReportHead")
-CLIENT_SERVER_PORT_BLOCK = 20  # clients of one cluster at once
 
 
 def hold_worker_ports() -> tuple[int, int, socket.socket]:
