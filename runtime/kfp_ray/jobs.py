@@ -307,6 +307,7 @@ class Follower:
                              "outage_tolerance_seconds if such outages are expected")
         self.logs = ""
         self.info: dict | None = None
+        self.started_at = None  # the job's start_time as first seen: another one is another run of it
         self.log_every = max(LOG_EVERY, max_poll)
         self._drained_at: float | None = None
 
@@ -348,7 +349,23 @@ class Follower:
             self.outage.failed(exc)  # Unreachable once the window is spent
             return None
         self.outage.ok()
+        self._same_run(info)
         return info
+
+    def _same_run(self, info: dict) -> None:
+        """A job whose start_time changed was submitted again under its id on a restarted head
+        (KubeRay's submitter retries after a head crash): the run being followed is lost, even
+        though the dashboard answered through the restart and never said 404."""
+        start = info.get("start_time")
+        if not start:
+            return
+        if self.started_at is None:
+            self.started_at = start
+        elif start != self.started_at:
+            raise JobLost(f"Ray job {self.job_id} was started again (start_time {self.started_at} → {start}): the head "
+                          "restarted, lost the job, and it was submitted anew, so the run being followed is lost. Fix: "
+                          "see the head pod's last state; a retry of this task runs the job again"
+                          + (f". Last log lines:\n{_tail(self.logs)}" if self.logs else ""))
 
     def _lost(self) -> JobLost:
         return JobLost(f"Ray job {self.job_id} is not known to the Ray dashboard {self.url} (404): the head restarted and "

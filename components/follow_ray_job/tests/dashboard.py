@@ -35,11 +35,19 @@ class Dashboard:
 
     # --- the test's controls ----------------------------------------------------
     def job(self, job_id: str, status: str = "RUNNING", logs: str = "", message: str = "") -> None:
+        """Set a job's state; a job already set keeps its start_time (the same run of it)."""
         with self._lock:
-            self.jobs[job_id] = {"status": status, "logs": logs, "message": message,
-                                 "start_time": int(time.time() * 1000) - 1000, "end_time": None}
+            start = (self.jobs.get(job_id) or {}).get("start_time") or int(time.time() * 1000) - 1000
+            self.jobs[job_id] = {"status": status, "logs": logs, "message": message, "start_time": start,
+                                 "end_time": None}
             if status in ("SUCCEEDED", "FAILED", "STOPPED"):
                 self.jobs[job_id]["end_time"] = int(time.time() * 1000)
+
+    def submitted_again(self, job_id: str, logs: str = "") -> None:
+        """The job under the same id, started anew (a restarted head, KubeRay's submitter retrying)."""
+        with self._lock:
+            job = self.jobs[job_id]
+            job.update(status="RUNNING", logs=logs, end_time=None, start_time=job["start_time"] + 60_000)
 
     def refuse(self) -> None:
         """Stop listening: connects are refused."""

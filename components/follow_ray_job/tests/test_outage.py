@@ -98,6 +98,18 @@ def test_a_job_the_dashboard_no_longer_knows_is_lost_not_an_outage(dashboard):
         jobs.Follower(dashboard.url, "gone", timeout=60, **FAST).run()
 
 
+def test_a_job_submitted_again_under_its_id_is_lost_not_followed_anew(dashboard):
+    """A head crash in lifecycle rayjob: KubeRay recreates the head and its submitter submits the
+    job again under the same id; the dashboard never says 404, the job's start_time changes."""
+    dashboard.job("again", "RUNNING", "tick 1\ntick 2\n")
+    run = Run(jobs.Follower(dashboard.url, "again", timeout=60, **FAST))
+    eventually(lambda: run.follower.started_at, 10, what="the job's start_time")
+    dashboard.submitted_again("again", "tick 1\n")
+    run.join()
+    assert isinstance(run.error, jobs.JobLost) and "was started again" in str(run.error), run.error
+    assert "tick 2" in str(run.error)  # the lost run's last lines
+
+
 def test_the_outage_log_says_what_since_when_and_until_when_once_a_minute(capsys):
     now = {"t": 1000.0}
     outage = wait.Outage("the Ray dashboard http://x", 300, clock=lambda: now["t"], wall=lambda: 1_700_000_000 + now["t"])
