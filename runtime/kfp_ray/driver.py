@@ -221,6 +221,12 @@ def server_start_failed(exc: BaseException) -> bool:
     return isinstance(exc, ConnectionAbortedError)
 
 
+def connect(init, address: str, sleep=time.sleep) -> None:
+    """client_init, with a failed server start tried again (CONNECT_ATTEMPTS in all)."""
+    retry(lambda: client_init(init, address), f"connecting to {address} as a Ray client", attempts=CONNECT_ATTEMPTS,
+          backoff=Backoff(3.0, 2.0, 15.0), sleep=sleep, transient=server_start_failed)
+
+
 @contextlib.contextmanager
 def connected(cluster_name: str, namespace: str, dashboard_url: str):
     """ray.init() as a Ray client of the cluster, with the mTLS client certificate when its Ray
@@ -240,8 +246,7 @@ def connected(cluster_name: str, namespace: str, dashboard_url: str):
             log(f"connecting to {address} as a Ray client")
             started = time.monotonic()
             try:
-                retry(lambda: client_init(ray.init, address), f"connecting to {address} as a Ray client",
-                      attempts=CONNECT_ATTEMPTS, backoff=Backoff(3.0, 2.0, 15.0), transient=server_start_failed)
+                connect(ray.init, address)
             except Exception as exc:  # noqa: BLE001 - said in the user's terms
                 raise DriverError(f"could not connect to {address} as a Ray client ({type(exc).__name__}: "
                                   f"{str(exc)[:300]}). Fix: check that this task runs "

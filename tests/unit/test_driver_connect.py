@@ -4,7 +4,6 @@ said by its reason (the proxy's traceback's last line), not by the header line."
 import pytest
 
 from kfp_ray import driver, wait
-from kfp_ray.wait import Backoff, retry
 
 # what ray.util.client.worker raises when the head's proxier could not start a client server (ray 2.52.1)
 ABORTED = ConnectionAbortedError(
@@ -22,8 +21,7 @@ def test_a_failed_server_start_is_retried_and_named(monkeypatch):
             raise ABORTED
 
     monkeypatch.setattr(wait, "log", lines.append)
-    retry(lambda: driver.client_init(init, "ray://h:10001"), "connecting", attempts=driver.CONNECT_ATTEMPTS,
-          backoff=Backoff(3.0, 2.0, 15.0), sleep=slept.append, transient=driver.server_start_failed)
+    driver.connect(init, "ray://h:10001", sleep=slept.append)
     assert calls == ["ray://h:10001"] * 2
     assert len(slept) == 1
     assert "Proxy failed to Connect to backend" in lines[0] and "Initialization failure" not in lines[0]
@@ -34,8 +32,7 @@ def test_the_last_failure_is_raised_with_its_reason():
         raise ABORTED
 
     with pytest.raises(ConnectionAbortedError, match="RuntimeError: Proxy failed to Connect to backend"):
-        retry(lambda: driver.client_init(init, "ray://h:10001"), "connecting", attempts=driver.CONNECT_ATTEMPTS,
-              sleep=lambda s: None, transient=driver.server_start_failed)
+        driver.connect(init, "ray://h:10001", sleep=lambda s: None)
 
 
 def test_other_failures_pass_unchanged():
@@ -55,6 +52,5 @@ def test_an_unreachable_head_is_not_tried_again():
         raise ConnectionError("ray client connection timeout")
 
     with pytest.raises(ConnectionError, match="connection timeout"):
-        retry(lambda: driver.client_init(init, "ray://h:10001"), "connecting", attempts=driver.CONNECT_ATTEMPTS,
-              sleep=lambda s: None, transient=driver.server_start_failed)
+        driver.connect(init, "ray://h:10001", sleep=lambda s: None)
     assert len(calls) == 1
