@@ -3,9 +3,9 @@
     kfp-ray list
     kfp-ray compile [--check]
     kfp-ray run NAME --local [--param k=v ...] [--verbose] [--keep-outputs DIR]
-    kfp-ray upload NAME [--version V]
-    kfp-ray submit NAME [--param k=v ...] [--experiment E] [--wait]
-    kfp-ray schedule NAME (--cron "0 0 2 * * *" | --every 6h) [--max-concurrency N] [--no-catchup]
+    kfp-ray upload NAME [--version V] [--file PATH | --from DIR]
+    kfp-ray submit NAME [--param k=v ...] [--experiment E] [--wait] [--file PATH | --from DIR]
+    kfp-ray schedule NAME (--cron "0 0 2 * * *" | --every 6h) [--max-concurrency N] [--no-catchup] [--file|--from]
     kfp-ray runs list|get|cancel
     kfp-ray gc [--namespace N | --all-namespaces] [--delete]
     kfp-ray doctor [--namespace N]
@@ -13,13 +13,16 @@
 
 upload, submit, schedule and runs reach the Data Science Pipelines server at --host, $KFP_HOST,
 or the namespace's DSPA route, with the token in $KFP_TOKEN, a --token-file, or the kubeconfig
-(`oc login`); never a token on the command line.
+(`oc login`); never a token on the command line. They send compiled/NAME.yaml (NAME compiled
+now where there is none), --file PATH, or DIR/NAME.yaml of a `kfp-ray compile --out DIR` build.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from kfp_ray.errors import KfpRayError
 
 from . import cluster_cli, doctor, gc, registry, run_local, runs, schedule, submit, upload
 from . import compile as compile_cli
@@ -61,6 +64,9 @@ def main(argv=None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KfpRayError as exc:  # bad input (2), or what the cluster said (1): its message says what to change
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ValueError) else 1
     except ConnectionProblem as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

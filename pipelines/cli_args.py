@@ -30,8 +30,10 @@ def pipeline_inputs(name: str) -> dict[str, dict]:
 _TYPES = {1: "float", 2: "int", 3: "str", 4: "bool", 5: "list", 6: "dict"}  # pipeline_spec ParameterType
 
 
-def parse_params(name: str, pairs: list[str]) -> dict:
-    inputs = pipeline_inputs(name)
+def parse_params(name: str, pairs: list[str], inputs: dict[str, dict] | None = None) -> dict:
+    """--param values typed by the pipeline's parameters: `inputs` (package.Package.inputs(),
+    the file to be sent), else those of the shipped pipeline `name`."""
+    inputs = pipeline_inputs(name) if inputs is None else inputs
     out = {}
     for pair in pairs:
         if "=" not in pair:
@@ -39,7 +41,7 @@ def parse_params(name: str, pairs: list[str]) -> dict:
         key, value = pair.split("=", 1)
         if key not in inputs:
             raise UsageError(f"--param {key}: {name} has no such parameter; it has: {', '.join(sorted(inputs))}")
-        kind = _TYPES.get(inputs[key]["type"], "str")
+        kind = inputs[key].get("kind") or _TYPES.get(inputs[key].get("type"), "str")
         try:
             if kind == "int":
                 out[key] = int(value)

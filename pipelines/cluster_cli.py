@@ -6,7 +6,8 @@ as the provision component (same checks, same waits, same progress lines).
   cluster status NAME      its state; while queued, Kueue's reason and the queue's usage
   cluster details NAME     state, dashboard, pods, resources, image, queue, lease
   cluster list             the namespace's RayClusters, kfp-ray's marked with run, age, lease
-  cluster down NAME        delete it and wait until it is gone (its quota released)
+  cluster down NAME        delete it and wait until it is gone (its quota released); only
+                           kfp-ray's (--force: any but a RayJob's, which goes with its RayJob)
 
 Runs as the current kubeconfig's user (`oc login`), in --namespace or the context's. A cluster
 made here carries a lease like a pipeline's (--lease-hours, default 8): the lease sweeper
@@ -49,6 +50,9 @@ def add_parser(sub) -> None:
         v = verbs.add_parser(verb, help=helptext, description=helptext[0].upper() + helptext[1:] + ".")
         v.add_argument("name", help="the RayCluster's name")
         v.set_defaults(fn=fn)
+        if verb == "down":
+            v.add_argument("--force", action="store_true",
+                           help="delete it even if kfp-ray did not make it (never a RayJob's cluster)")
     ls = verbs.add_parser("list", help="the namespace's RayClusters",
                           description="The namespace's RayClusters: state, age and resources; kfp-ray's also "
                                       "with their run and lease.")
@@ -209,9 +213,34 @@ def cmd_down(args) -> int:
         if rc is None:
             print(f"no RayCluster {args.name} in {ns}: nothing to delete")
             return 0
+        refused = down_refusal(rc, args.force)
+        if refused:
+            print(f"error: {refused}", file=sys.stderr)
+            return 1
         held = lease.held(rc).describe()
-        rayclusters.delete(args.name, ns)
+        # that object only (never a namesake made since), and a lease only on kfp-ray's own
+        rayclusters.delete(args.name, ns, rc=rc, lease=lease.managed(rc))
     except Exception as exc:  # noqa: BLE001
         return _fail(exc)
     print(f"deleted RayCluster {args.name} in {ns}; released {held}")
     return 0
+
+
+def down_refusal(rc: dict, force: bool) -> str:
+    """Why `cluster down` leaves this cluster alone ('' when it may delete it): a RayJob's
+    cluster goes with its RayJob (KubeRay would make it again, or fail the job), whatever
+    --force says; one kfp-ray did not make (a notebook's, another tool's) needs --force."""
+    from kfp_ray import lease, rayclusters
+
+    meta = rc["metadata"]
+    name, ns = meta["name"], meta["namespace"]
+    job = rayclusters.owning_rayjob(rc)
+    if job or (meta.get("labels") or {}).get("ray.io/originated-from-crd") == "RayJob":
+        return (f"RayCluster {name} belongs to {f'RayJob {job}' if job else 'a RayJob'}: KubeRay deletes it when "
+                "the job ends, and deleting it would fail the job. Stop the job by deleting the RayJob instead "
+                f"(`oc delete rayjob {job or '<name>'} -n {ns}`)")
+    if not lease.managed(rc) and not force:
+        return (f"RayCluster {name} is not kfp-ray's (no app.kubernetes.io/managed-by=kfp-ray and run labels): "
+                "a notebook's, the CodeFlare SDK's or another tool's. Delete it there, or add --force to delete it "
+                "anyway")
+    return ""

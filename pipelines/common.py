@@ -53,11 +53,22 @@ def data_connection_env(secret: dict[str, str]) -> dict[str, str]:
     return {env: secret[key] for key, env in keys.items() if key in secret}
 
 
+def with_data_connection_keys(task, data_connection):
+    """The data connection's keys as env, every one optional: for redaction only (redact.py
+    hides the values of the env it finds), in a task that must start even when the data
+    connection is missing or wrong (the teardown)."""
+    keys = {**DATA_CONNECTION_KEYS, **OPTIONAL_DATA_CONNECTION_KEYS}
+    kubernetes.use_secret_as_env(task, secret_name=data_connection, secret_key_to_env=keys, optional=True)
+    return task
+
+
 @contextlib.contextmanager
-def exit_handlers(title: str):
+def exit_handlers(title: str, data_connection):
     """The run's tasks go inside; whatever becomes of them, the teardown (the exit task) then
-    deletes the run's clusters and writes a report that says where the run failed and why."""
-    teardown = teardown_ray_cluster(run_id=RUN_ID, title=title)
+    deletes the run's clusters and writes a report that says where the run failed and why.
+    The report shows the end of failed tasks' logs, which may hold what a Ray task printed:
+    the teardown gets the data connection's keys (optional) so that redact.py hides them."""
+    teardown = with_data_connection_keys(teardown_ray_cluster(run_id=RUN_ID, title=title), data_connection)
     teardown.set_caching_options(False)
     with dsl.ExitHandler(teardown, name="train-on-ray"):
         yield
@@ -125,7 +136,7 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
         stage.set_display_name("stage-dataset")  # one name in every branch: the UI's, the artifacts' path's
         return stage, {"KFP_RAY_DATA": stage.outputs["data_uri"], "KFP_RAY_OUTPUT": stage.outputs["output_uri"]}
 
-    with exit_handlers(title):
+    with exit_handlers(title, data_connection):
         with dsl.If(lifecycle == "raycluster", name="raycluster"):
             stage, env_vars = staged()
             cluster = provision(data_connection, **shape)

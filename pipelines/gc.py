@@ -27,7 +27,17 @@ def add_parser(sub) -> None:
 def cmd_gc(args) -> int:
     from kfp_ray import kube, lease
     from kfp_ray.errors import KfpRayError
+    from kfp_ray.validate import Checker
 
+    c = Checker()  # before anything is listed or deleted, as the sweep component checks its inputs
+    c.positive_seconds("--timeout", args.timeout, example=300)
+    if args.namespace:
+        c.dns_label("--namespace", args.namespace)
+    try:
+        c.done()
+    except KfpRayError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         ns = None if args.all_namespaces else (args.namespace or kube.current_namespace())
         where = "in all namespaces" if ns is None else f"in namespace {ns}"

@@ -2,15 +2,17 @@
 server (the dashboard's "Schedules"). KFP's cron has 6 fields, seconds first
 ('0 0 2 * * *' is 02:00 every day); a 5-field cron is refused with the 6-field one to use.
 --every takes 90s, 15m, 6h or 1d. --max-concurrency caps runs of it at once (1..10);
---no-catchup starts only the latest missed run after a pause, not every one."""
+--no-catchup starts only the latest missed run after a pause, not every one. The YAML sent:
+--file PATH, DIR/NAME.yaml of a `kfp-ray compile --out DIR` build (--from DIR), or the default
+build."""
 
 from __future__ import annotations
 
 import argparse
 import re
 
-from . import connection, registry
-from .cli_args import UsageError, cron_fields, need_pipeline, parse_params
+from . import connection, package
+from .cli_args import UsageError, cron_fields, parse_params
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -18,7 +20,7 @@ UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 def add_parser(sub) -> None:
     p = sub.add_parser("schedule", help="create a recurring run (cron or period)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("name", help=f"the pipeline: {', '.join(registry.PIPELINES)}")
+    package.add_arguments(p)
     when = p.add_mutually_exclusive_group(required=True)
     when.add_argument("--cron", help="6 fields, seconds first, e.g. '0 0 2 * * *'")
     when.add_argument("--every", help="a period: 90s, 15m, 6h, 1d")
@@ -39,18 +41,18 @@ def every_seconds(text: str) -> int:
 
 
 def cmd_schedule(args) -> int:
-    need_pipeline(args.name)
-    params = parse_params(args.name, args.param or [])
     cron = cron_fields(args.cron) if args.cron else None
     period = every_seconds(args.every) if args.every else None
     if not 1 <= args.max_concurrency <= 10:
         raise UsageError(f"--max-concurrency {args.max_concurrency}: KFP takes 1 to 10")
-    client = connection.connect(args)
-    experiment = client.create_experiment(args.experiment)
-    rr = client.create_recurring_run(
-        experiment.experiment_id, args.schedule_name or f"{args.name}-schedule", cron_expression=cron,
-        interval_second=period, max_concurrency=args.max_concurrency, no_catchup=args.no_catchup, params=params,
-        pipeline_package_path=str(registry.compiled_path(args.name)))
+    with package.resolve(args) as pkg:
+        params = parse_params(pkg.name, args.param or [], pkg.inputs())
+        client = connection.connect(args)
+        experiment = client.create_experiment(args.experiment)
+        rr = client.create_recurring_run(
+            experiment.experiment_id, args.schedule_name or f"{pkg.name}-schedule", cron_expression=cron,
+            interval_second=period, max_concurrency=args.max_concurrency, no_catchup=args.no_catchup, params=params,
+            pipeline_package_path=str(pkg.path))
     print(f"recurring run {rr.recurring_run_id}: {f'cron {cron}' if cron else f'every {period}s'}, "
           f"at most {args.max_concurrency} at once{', no catch-up' if args.no_catchup else ''}")
     return 0

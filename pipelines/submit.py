@@ -1,6 +1,7 @@
-"""`kfp-ray submit NAME [--param k=v] [--experiment E] [--wait]`: start a run of a compiled
-pipeline on a Data Science Pipelines server, as the dashboard's "Create run" does. The
-experiment is created when missing and reused when present. With --wait, follow the run's
+"""`kfp-ray submit NAME [--param k=v] [--experiment E] [--wait] [--file PATH | --from DIR]`: start
+a run of a compiled pipeline on a Data Science Pipelines server, as the dashboard's "Create run"
+does (the YAML: --file, DIR/NAME.yaml of a `kfp-ray compile --out DIR` build, or the default
+build). The experiment is created when missing and reused when present. With --wait, follow the run's
 tasks until it ends: the exit code is 0 only when it SUCCEEDED (1 when it failed or was
 cancelled; kfp.Client's own wait never returns on CANCELED)."""
 
@@ -10,8 +11,8 @@ import argparse
 import sys
 import time
 
-from . import connection, registry
-from .cli_args import need_pipeline, parse_params
+from . import connection, package
+from .cli_args import parse_params
 
 WAIT_TIMEOUT_S = 24 * 3600.0
 
@@ -19,7 +20,7 @@ WAIT_TIMEOUT_S = 24 * 3600.0
 def add_parser(sub) -> None:
     p = sub.add_parser("submit", help="start a run on a Data Science Pipelines server",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("name", help=f"the pipeline: {', '.join(registry.PIPELINES)}")
+    package.add_arguments(p)
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="a pipeline parameter (repeatable)")
     p.add_argument("--experiment", default="kfp-ray", help="the run's experiment, created if missing (default kfp-ray)")
     p.add_argument("--run-name", help="the run's name (default: NAME-<local time>)")
@@ -30,12 +31,13 @@ def add_parser(sub) -> None:
 
 
 def cmd_submit(args) -> int:
-    need_pipeline(args.name)
-    params = parse_params(args.name, args.param or [])  # checked before anything is sent
-    client = connection.connect(args)
-    experiment = client.create_experiment(args.experiment)  # get-or-create by name
-    run = client.run_pipeline(experiment.experiment_id, args.run_name or f"{args.name}-{time.strftime('%Y%m%d-%H%M%S')}",
-                              pipeline_package_path=str(registry.compiled_path(args.name)), params=params)
+    with package.resolve(args) as pkg:
+        params = parse_params(pkg.name, args.param or [], pkg.inputs())  # checked before anything is sent
+        client = connection.connect(args)
+        experiment = client.create_experiment(args.experiment)  # get-or-create by name
+        run = client.run_pipeline(experiment.experiment_id,
+                                  args.run_name or f"{pkg.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                                  pipeline_package_path=str(pkg.path), params=params)
     print(f"submitted run {run.run_id} in experiment {args.experiment}", flush=True)
     if not args.wait:
         return 0

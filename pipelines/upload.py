@@ -1,30 +1,30 @@
-"""`kfp-ray upload NAME [--version V]`: a compiled pipeline onto a Data Science Pipelines server,
-where the RHOAI dashboard lists it (Data Science Pipelines > Pipelines) and runs and schedules
-start from it. A pipeline already there by that name gets a new version."""
+"""`kfp-ray upload NAME [--version V] [--file PATH | --from DIR]`: a compiled pipeline onto a Data
+Science Pipelines server, where the RHOAI dashboard lists it (Data Science Pipelines > Pipelines)
+and runs and schedules start from it. A pipeline already there by that name gets a new version.
+The YAML sent is --file PATH, DIR/NAME.yaml of a `kfp-ray compile --out DIR` build, or the
+default build (compiled/NAME.yaml, or NAME compiled now where there is no compiled/)."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-from . import connection, registry
-from .cli_args import need_pipeline
+from . import connection, package
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("upload", help="upload a compiled pipeline (a new version if it exists)",
-                       description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("name", help=f"the pipeline: {', '.join(registry.PIPELINES)}")
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    package.add_arguments(p)
     p.add_argument("--version", help="the version's name (default: NAME-<UTC time>)")
     p.add_argument("--display-name", help="the pipeline's name on the server (default: NAME)")
     connection.add_arguments(p)
     p.set_defaults(fn=cmd_upload)
 
 
-def upload(client, name: str, display_name: str, version: str | None):
-    """(pipeline id, version) for `name`'s compiled YAML: a new pipeline, or a new version of
-    the one by that display name."""
-    path = str(registry.compiled_path(name))
+def upload(client, name: str, display_name: str, version: str | None, path: str):
+    """(pipeline id, version) for the compiled YAML at `path`: a new pipeline, or a new
+    version of the one by that display name."""
     pipeline_id = client.get_pipeline_id(display_name)
     if pipeline_id is None:
         pipeline = client.upload_pipeline(path, pipeline_name=display_name)
@@ -35,9 +35,9 @@ def upload(client, name: str, display_name: str, version: str | None):
 
 
 def cmd_upload(args) -> int:
-    need_pipeline(args.name)
-    client = connection.connect(args)
-    pipeline_id, version = upload(client, args.name, args.display_name or args.name, args.version)
-    print(f"pipeline {args.display_name or args.name} ({pipeline_id}): version {version.display_name} "
-          f"({version.pipeline_version_id})")
+    with package.resolve(args) as pkg:
+        client = connection.connect(args)
+        display_name = args.display_name or pkg.name
+        pipeline_id, version = upload(client, pkg.name, display_name, args.version, str(pkg.path))
+    print(f"pipeline {display_name} ({pipeline_id}): version {version.display_name} ({version.pipeline_version_id})")
     return 0

@@ -32,7 +32,7 @@ def interactive_train(
     admission_timeout: int = 600,
     startup_timeout: int = 900,
 ):
-    with exit_handlers("interactive_train"):
+    with exit_handlers("interactive_train", data_connection):
         stage = with_data_connection(stage_dataset(dataset="digits", run_id=RUN_ID, s3_prefix=s3_prefix), data_connection)
         cluster = provision(
             data_connection, local_queue=local_queue, image=image, num_workers=num_workers, head_cpu=head_cpu,

@@ -19,6 +19,8 @@ import re
 import time
 from dataclasses import dataclass
 
+from .scheduling import Unschedulable, parse
+
 # Waiting reasons after which a container will not start without a change.
 FATAL_WAITING = {"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CreateContainerError",
                  "SignatureValidationFailed"}
@@ -101,10 +103,19 @@ def pod_problem(pod) -> str | None:
                if "Image" in waiting.reason or "Signature" in waiting.reason
                else "check the secrets and config maps the pod refers to (data_connection)")
         return _whose(cs, what, fix)
+    verdict = unschedulable(pod)
+    if verdict is not None and verdict.fatal:
+        return (f"pod {pod.metadata.name} cannot be scheduled, and no node freeing up or added by an autoscaler "
+                f"changes that: {verdict.message}. Fix: {verdict.fix()}")
+    return None
+
+
+def unschedulable(pod) -> Unschedulable | None:
+    """kube-scheduler's verdict on a pod it could not place (scheduling.parse); None when the
+    pod is scheduled or not (yet) judged."""
     for cond in pod.status.conditions or []:
-        if cond.type == "PodScheduled" and cond.status == "False" and "untolerated taint" in (cond.message or ""):
-            return (f"pod {pod.metadata.name} cannot be scheduled: {cond.message}. Fix: add a matching toleration "
-                    "(`tolerations`, e.g. nvidia.com/gpu for GPU nodes) or a node_selector for nodes it may use")
+        if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
+            return parse(cond.message or "")
     return None
 
 
@@ -200,8 +211,10 @@ class PodTrouble:
 
 
 def pod_summary(pods) -> str:
-    """One short phrase per pod: role, phase, readiness, why a container waits."""
+    """One short phrase per pod: role, phase, readiness, why a container waits; then, for
+    pods kube-scheduler could not place, what they wait for (once per distinct verdict)."""
     parts = []
+    unplaced: dict[str, list[str]] = {}  # what they wait for -> the roles that wait for it
     for p in pods:
         role = (p.metadata.labels or {}).get("ray.io/node-type", "pod")
         if p.metadata.deletion_timestamp:
@@ -210,6 +223,13 @@ def pod_summary(pods) -> str:
         waiting = next((f"{cs.name} {cs.state.waiting.reason}" if cs.name in PLATFORM_CONTAINERS else cs.state.waiting.reason
                         for cs in (p.status.init_container_statuses or []) + (p.status.container_statuses or [])
                         if cs.state and cs.state.waiting), None)
+        verdict = unschedulable(p)
+        if verdict is not None:
+            waiting = waiting or "unschedulable"
+            roles = unplaced.setdefault(verdict.waiting_for(), [])
+            if role not in roles:
+                roles.append(role)
         ready = any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
         parts.append(f"{role} {p.status.phase}{' ready' if ready else ''}{f' ({waiting})' if waiting else ''}")
-    return ", ".join(parts) or "no pods yet"
+    notes = "".join(f"; {', '.join(roles)} not scheduled: {said}" for said, roles in unplaced.items())
+    return (", ".join(parts) or "no pods yet") + notes

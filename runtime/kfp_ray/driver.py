@@ -25,6 +25,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 
 from . import kube, rayclusters
@@ -262,19 +263,41 @@ def connected(cluster_name: str, namespace: str, dashboard_url: str):
 
 
 class Tee(io.TextIOBase):
-    """Writes go to the stream (the pod's log) and are kept for the log artifact."""
+    """Writes go to the stream (the pod's log) and are kept for the log artifact, both
+    redacted with follow's helper (redact.py): the Ray pods hold the data connection's keys,
+    and what their tasks print reaches the driver. Whole lines are passed on, so a key
+    written in pieces is still found; flush() passes on a pending part line (a prompt, a
+    progress bar). Ray's client writes its workers' output from its own thread: a lock
+    keeps lines whole."""
 
     def __init__(self, stream):
-        self.stream, self.parts = stream, []
+        self.stream, self.parts, self.pending = stream, [], ""
+        self.lock = threading.Lock()
 
     def write(self, s):
-        self.parts.append(s)
-        self.stream.write(s)
-        self.stream.flush()
+        with self.lock:
+            text = self.pending + s
+            cut = max(text.rfind("\n"), text.rfind("\r")) + 1
+            self.pending = text[cut:]
+            if cut:
+                self._emit(text[:cut])
         return len(s)
 
+    def _emit(self, text: str) -> None:
+        from .redact import redact
+
+        text = redact(text)
+        self.parts.append(text)
+        self.stream.write(text)
+        self.stream.flush()
+
     def flush(self):
+        with self.lock:
+            if self.pending:
+                text, self.pending = self.pending, ""
+                self._emit(text)
         self.stream.flush()
 
     def text(self) -> str:
+        self.flush()
         return "".join(self.parts)

@@ -93,18 +93,19 @@ def wait_gone(rc: dict, timeout: float = GONE_TIMEOUT, why: str = "") -> None:
 
 
 def request_delete(name: str, namespace: str, uid: str | None = None, deadline: float | None = None,
-                   attempts: int = 6, kind: Kind = RAYCLUSTER) -> bool:
+                   attempts: int = 6, kind: Kind = RAYCLUSTER, lease: bool = True) -> bool:
     """Ask for the deletion of a RayCluster, without waiting. With `uid`, only that object
     is deleted (a precondition: never a namesake created since). False when there was
     nothing (any more) to delete.
 
     Its lease (lease.py) is set to now, so that the next sweep collects the cluster should
     the deletion fail or never be sent: before the delete, or, with a `deadline` (a
-    cancelled task, where the delete must go out at once), only after a failed delete."""
+    cancelled task, where the delete must go out at once), only after a failed delete.
+    `lease=False`: no lease is written (a cluster that is not kfp-ray's)."""
     from .lease import expire
 
     body = {"preconditions": {"uid": uid}} if uid else None
-    if deadline is None:
+    if deadline is None and lease:
         expire(name, namespace, kind=kind)
     try:
         kube.call(kube.custom().delete_namespaced_custom_object, GROUP, VERSION, namespace, kind.plural, name,
@@ -113,20 +114,22 @@ def request_delete(name: str, namespace: str, uid: str | None = None, deadline: 
     except Exception as exc:  # noqa: BLE001
         if kube.not_found(exc) or (uid and getattr(exc, "status", None) == 409):  # 409: another object now
             return False
-        if deadline is not None:
+        if deadline is not None and lease:
             expire(name, namespace, deadline, kind=kind)
         raise
 
 
-def delete(name: str, namespace: str, timeout: float = GONE_TIMEOUT) -> float | None:
-    """Delete a RayCluster and wait (bounded) until it is really gone (finalizers done).
-    Returns its lifetime in seconds, or None if it did not exist. Already gone is success."""
-    rc = get(name, namespace)
+def delete(name: str, namespace: str, timeout: float = GONE_TIMEOUT, rc: dict | None = None,
+           lease: bool = True) -> float | None:
+    """Delete a RayCluster (`rc` if given: that object only) and wait (bounded) until it is
+    really gone (finalizers done). Returns its lifetime in seconds, or None if it did not
+    exist. Already gone is success. `lease`: as request_delete's."""
+    rc = rc or get(name, namespace)
     if rc is None:
         return None
     lifetime = age_seconds(rc)
     if not being_deleted(rc):
-        request_delete(name, namespace, rc["metadata"]["uid"])
+        request_delete(name, namespace, rc["metadata"]["uid"], lease=lease)
     wait_gone(rc, timeout)
     log(f"deleted RayCluster {name} (lived {lifetime:.0f}s)")
     return lifetime

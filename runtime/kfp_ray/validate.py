@@ -20,12 +20,19 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 # KubeRay derives names from the cluster's: `<name>-head-svc`, `ray-dashboard-<name>` (Route),
 # the worker group `small-group-<name>` (a label value, 63 at most): 40 leaves room for all.
 MAX_CLUSTER_NAME = 40
-_QUANTITY = re.compile(r"^([+-]?\d+(\.\d+)?|[+-]?\.\d+)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
-_SUFFIX = {"": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+# A resource.Quantity as k8s.io/apimachinery v0.31 parses it (pkg/api/resource/quantity.go
+# ParseQuantity, suffix.go): <sign>?<number><suffix>, number one of 1, 1.5, 1. or .5; suffix a
+# binary SI one (Ki..Ei), a decimal SI one (n, u, m, none, k, M, G, T, P, E: n and u too,
+# though the grammar in its comment leaves them out) or a decimal exponent (e3, E-2, E+6:
+# a whole number). "1E" is exa, "1E3" a thousand.
+_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
+_SUFFIX = {"": 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "k": 10**3, "M": 10**6,
+           "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 
 
 def quantity(value) -> Fraction:
+    """A Kubernetes quantity's value (ValueError if Kubernetes would refuse it)."""
     if isinstance(value, bool):
         raise ValueError(value)
     if isinstance(value, (int, float)):
@@ -33,7 +40,10 @@ def quantity(value) -> Fraction:
     m = _QUANTITY.match(str(value).strip())
     if not m:
         raise ValueError(value)
-    return Fraction(m.group(1)) * _SUFFIX[m.group(3) or ""]
+    number, suffix = Fraction(m.group(1)), m.group(2) or ""
+    if suffix in _SUFFIX:
+        return number * _SUFFIX[suffix]
+    return number * Fraction(10) ** int(suffix[1:])  # a decimal exponent
 
 
 class Checker:

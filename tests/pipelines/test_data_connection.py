@@ -22,6 +22,9 @@ S3_TASKS = {"exec-stage-dataset", "exec-submit-ray-job", "exec-follow-ray-job", 
             "exec-stage-dataset-2", "exec-run-ray-job", "exec-publish-training-results-2", "exec-stage-dataset-3"}
 # the Ray client driver pipeline: its driver task reads and writes S3 (data, checkpoints, results.json)
 DRIVER_S3_TASKS = {"exec-stage-dataset", "exec-run-ray-driver", "exec-publish-training-results"}
+# The exit task: its report shows failed tasks' log ends, which may hold what a Ray task printed; with
+# the keys in its env (each optional: it must start whatever the data connection is), redact.py hides them.
+TEARDOWN = "exec-teardown-ray-cluster"
 
 
 def executors(name):
@@ -52,7 +55,7 @@ def test_the_training_pipelines_take_a_data_connection():
 def test_every_s3_task_and_follow_mount_the_data_connection_with_an_optional_region(name):
     ex = executors(name)
     tasks = DRIVER_S3_TASKS if name == "interactive_train" else S3_TASKS
-    assert {k for k, v in ex.items() if "secretAsEnv" in v} == tasks
+    assert {k for k, v in ex.items() if "secretAsEnv" in v} == tasks | {TEARDOWN}
     for task in tasks:
         entries = ex[task]["secretAsEnv"]
         by_optional = {e["optional"]: {m["secretKey"] for m in e["keyToEnv"]} for e in entries}
@@ -84,6 +87,23 @@ def test_a_task_pod_starts_without_a_region_and_gets_the_other_keys(box, sbx, no
                "optional": False}]
     with pytest.raises(ConfigError, match=f"couldn't find key AWS_DEFAULT_REGION in Secret sandbox/{NOREGION}"):
         container_env(box.store, box.registry, pod, {"name": "main", "env": driver_env(before, NOREGION)})
+
+
+@pytest.mark.parametrize("name", with_a_data_connection())
+def test_the_teardown_gets_every_key_optional_for_its_reports_redaction(name):
+    entries = executors(name)[TEARDOWN]["secretAsEnv"]
+    assert [e["optional"] for e in entries] == [True]
+    assert {m["secretKey"] for m in entries[0]["keyToEnv"]} == {*DATA_CONNECTION_KEYS, "AWS_DEFAULT_REGION"}
+    assert entries[0]["secretNameParameter"]["componentInputParameter"].endswith("data_connection")
+
+
+def test_the_teardown_starts_without_its_data_connection_and_hides_its_keys_with_one(box, sbx, noregion_secret):
+    pod = {"metadata": {"name": "teardown-ray-cluster-pod", "namespace": sbx.namespace}, "spec": {}, "status": {}}
+    secret_as_env = executors("xgboost_tune")[TEARDOWN]["secretAsEnv"]
+    missing = container_env(box.store, box.registry, pod, {"name": "main", "env": driver_env(secret_as_env, "no-such")})
+    assert missing == {}  # a data connection that is not there: the exit task still runs, and frees the cluster
+    env = container_env(box.store, box.registry, pod, {"name": "main", "env": driver_env(secret_as_env, NOREGION)})
+    assert env == {k: noregion_secret[k] for k in DATA_CONNECTION_KEYS}
 
 
 def test_a_missing_required_key_fails_like_the_pod_would():

@@ -108,3 +108,24 @@ def test_component_names_give_components_whatever_was_imported_first():
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd="/", timeout=300)
+
+
+def test_from_an_installed_wheel_upload_compiles_the_pipeline_and_a_bad_file_is_one_line(wheels, tmp_path):
+    """An installed kfp-ray has no compiled/: `upload NAME` compiles NAME (the default build)
+    then connects (no server here: one line, exit 1); a bad --file is one line, exit 2."""
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                    str(wheels["kfp_ray"])], check=True, capture_output=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KFP_HOST", "KFP_TOKEN")}
+    env |= {"PYTHONPATH": str(target), "KUBECONFIG": str(tmp_path / "none")}
+
+    def kfp_ray(*args):
+        return subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", *args], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+
+    assert not (target / "kfp_ray" / "compiled").exists()
+    r = kfp_ray("upload", "kfp_ray_gc", "--host", "https://127.0.0.1:9")
+    assert "compiling kfp_ray_gc" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 1 and "Traceback" not in r.stderr and r.stderr.startswith("error: cannot reach"), r.stderr
+    r = kfp_ray("submit", "--file", str(tmp_path / "missing.yaml"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot read it" in r.stderr, r.stderr
