@@ -9,7 +9,12 @@ was SIGKILLed (no cleanup code runs). `sweep` finds those clusters and deletes t
 
 A RayJob's lease is the RayJob's: KubeRay copies its annotations onto the RayCluster it
 creates, but that copy is never renewed, so the sweeper judges such a cluster through its
-RayJob (deleting the RayJob deletes the cluster) and leaves it alone otherwise.
+RayJob (deleting the RayJob deletes the cluster) and leaves it alone otherwise. A RayJob whose
+job may still run (admitted, not Complete or Failed) is KubeRay's to end, whatever its lease
+says: KubeRay deletes its cluster when the job ends or its activeDeadlineSeconds passes, even
+with no pipeline pod left, which is the point of lifecycle "rayjob" (a deleted run's job runs
+on to its end). The sweeper deletes an expired RayJob only once it holds no quota: its job
+over, or still queued (suspended: no job runs, nobody is left to wait for it).
 
 Choices:
 - Renewal is a JSON merge patch of metadata.annotations: the pipeline-runner Role allows
@@ -321,7 +326,7 @@ class Swept:
     lease: Lease
     held: Held
     admitted: bool  # not suspended: Kueue admitted it, its quota is in use
-    action: str = "kept"  # kept, would delete, deleted, being deleted, renewed meanwhile, failed
+    action: str = "kept"  # kept, would delete, deleted, being deleted, renewed meanwhile, left to KubeRay, failed
     error: str = ""
     uid: str = ""
 
@@ -370,7 +375,18 @@ def judge(rc: dict, now: datetime | None = None) -> Swept:
                   lease_of(rc, now), held(rc), holds_quota(rc), uid=meta.get("uid", ""))
     if being_deleted(rc):
         entry.action = "being deleted"
+    elif entry.lease.expired and kuberays(rc):
+        entry.action = KUBERAY
     return entry
+
+
+KUBERAY = "left to KubeRay"
+
+
+def kuberays(obj: dict) -> bool:
+    """A RayJob whose job may still run (admitted, not over): KubeRay ends it and frees its
+    quota (the job's end, or activeDeadlineSeconds), so the sweeper never deletes it."""
+    return kind_of(obj) is RAYJOB and holds_quota(obj)
 
 
 def holds_quota(obj: dict) -> bool:
@@ -413,6 +429,9 @@ def _delete_expired(rc: dict, entry: Swept) -> dict | None:
         if not again.lease.expired:
             entry.action = "renewed meanwhile"
             return None
+        if again.action == KUBERAY:  # admitted meanwhile: its job runs
+            entry.action = KUBERAY
+            return None
     raise KfpRayError(f"{kind.name} {name!r} kept changing while the sweeper tried to delete it; the next sweep tries again")
 
 
@@ -427,7 +446,7 @@ def sweep(namespace: str | None, delete: bool = False, timeout: float = GONE_TIM
     for rc in clusters:
         entry = judge(rc, now)
         entries.append(entry)
-        if entry.action == "being deleted" or not entry.lease.expired:
+        if entry.action in ("being deleted", KUBERAY) or not entry.lease.expired:
             continue
         if not delete:
             entry.action = "would delete"
@@ -513,13 +532,21 @@ def summary(entries: list[Swept], delete: bool, where: str) -> str:
     text = f"{len(entries)} kfp-ray {kinds} {where}, {len(found)} with an expired lease"
     if not delete:
         quota = f"; they hold {total.describe()} of quota" if total.pods else ""
-        return text + (f"{quota}. Dry run: nothing deleted" if found else ". Nothing to do")
+        return text + quota + kuberay_note(entries) + (". Dry run: nothing deleted" if found else ". Nothing to do")
     text += f"; deleted {len(freed)}"
     if total.pods:
         text += f", freeing {total.describe()} of quota"
     if failed:
         text += f"; {len(failed)} could not be deleted: " + ", ".join(f"{e.namespace}/{e.name}" for e in failed)
-    return text
+    return text + kuberay_note(entries)
+
+
+def kuberay_note(entries: list[Swept]) -> str:
+    left = [e for e in entries if e.action == KUBERAY]
+    if not left:
+        return ""
+    return (f"; {len(left)} RayJob{'s' if len(left) != 1 else ''} with an expired lease whose job runs, left to KubeRay "
+            "(it deletes the cluster when the job ends or its activeDeadlineSeconds passes)")
 
 
 def markdown(entries: list[Swept], delete: bool, where: str) -> str:
