@@ -130,7 +130,8 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
             stage, env_vars = staged()
             cluster = provision(data_connection, **shape)
             submitted = with_data_connection(submit(dashboard_url=cluster.outputs["dashboard_url"], env_vars=env_vars,
-                                                    **code), data_connection)
+                                                    cluster_name=cluster.outputs["cluster_name"],
+                                                    namespace=cluster.outputs["namespace"], **code), data_connection)
             # Follow prints the job's log: with the data connection in its env, redact.py hides its
             # keys there too (the Ray pods have them, so a job may print them).
             follow = with_data_connection(follow_ray_job(

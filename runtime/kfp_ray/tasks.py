@@ -69,9 +69,24 @@ def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_qu
 
 def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str = "submit-ray-job", working_dir: str = "",
            embedded_root: str | None = None, pip: list | None = None, env_vars: dict | None = None,
-           metadata: dict | None = None, requirements_file: str = "") -> str:
-    return jobs.submit(dashboard_url, entrypoint, run_id, task, working_dir, embedded_root, pip, env_vars, metadata,
-                       requirements_file)
+           metadata: dict | None = None, requirements_file: str = "", cluster_name: str = "", namespace: str = "",
+           lease_seconds: float = lease.DEFAULT_LEASE_S) -> str:
+    """Submit the job (jobs.submit). The cluster (cluster_name) is held from provision to
+    follow: its lease is handed on (lease.HANDOFF_S) as submit starts, covering the submission,
+    and again as it ends, covering the start of follow (or of a retry of this task)."""
+    renewer = _renewer(cluster_name, namespace, lease_seconds, lease.DEFAULT_RENEW_S)
+    if renewer is not None:
+        renewer.hand_off()
+    try:
+        job_id = jobs.submit(dashboard_url, entrypoint, run_id, task, working_dir, embedded_root, pip, env_vars,
+                             metadata, requirements_file)
+    except Exception:
+        if renewer is not None:
+            renewer.hand_off()  # to a retry of this task, or to the exit handler's teardown
+        raise
+    if renewer is not None:
+        renewer.hand_off()
+    return job_id
 
 
 def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "", namespace: str = "",
@@ -107,6 +122,8 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
                 _write_log(log_path, follower.logs)
                 if deleting:
                     log(f"leaving RayCluster {cluster_name}: Ray job {job_id} may still be running")
+                if renewer is not None:
+                    renewer.hand_off()  # to a retry of this task (it follows the job again), or to teardown
                 raise
             except Exception:  # over: failed, stopped, lost, timed out (and stopped), or bad input
                 _write_log(log_path, follower.logs)

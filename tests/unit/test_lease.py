@@ -343,3 +343,14 @@ def test_a_rayjob_admitted_between_the_sweeps_look_and_its_delete_is_left_to_kub
         assert co.get_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", "late-job")
     finally:
         co.delete_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", "late-job")
+
+
+def test_a_hand_off_covers_the_gap_to_the_next_task_and_is_never_shorter_than_the_lease(co, as_runner, capsys):
+    """Issue 25 item 5: between two tasks nothing renews, so the task that hands the cluster on
+    sets the lease to HANDOFF_S (1 h); a lease longer than that is kept as it is."""
+    co.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", kfp_ray_cluster("handed", "r11", when(30)))
+    assert lease.Renewer("handed", NS, 600, 60, now=lambda: NOW).hand_off()
+    assert annotation(co, "handed") == "2026-11-23T06:00:00Z"
+    assert "lease of RayCluster handed handed on: until 2026-11-23T06:00:00Z (3600s)" in capsys.readouterr().out
+    assert lease.Renewer("handed", NS, 7200, 60, now=lambda: NOW).hand_off()
+    assert annotation(co, "handed") == "2026-11-23T07:00:00Z"
