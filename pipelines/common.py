@@ -62,13 +62,46 @@ def with_data_connection_keys(task, data_connection):
     return task
 
 
+# Task retries (issue 25 item 9): only on the tasks whose rerun takes up where the failed
+# attempt left off and repeats nothing, since KFP retries a task whatever made it fail.
+# - submit_ray_job: the submission id comes from run and task, so a retry finds the job the
+#   first attempt submitted; a failed submit leaves the cluster, whose lease it handed on for
+#   a retry (lease.HANDOFF_S, longer than the backoff).
+# - follow_ray_job: follows the same job (by id) again: after a dashboard outage that outlasted
+#   its window, or a killed pod. Once the job was over the first attempt deleted the cluster,
+#   and a retry says so at once (tasks.follow) instead of waiting out an unreachable dashboard.
+# - teardown_ray_cluster (the exit handler): idempotent; nothing left is success.
+# Not retried: provision_ray_cluster adopts its cluster after a kill, but its failures are
+# verdicts reached at the end of admission_timeout or startup_timeout (no quota, no queue, an
+# image that does not pull), and a retry would wait them out again; run_ray_job deletes its
+# RayJob on any failure, so a retry would run the job again from its start; run_ray_driver's
+# retry would run the driver function again from its start (and its cluster is gone); stage_
+# dataset and publish_training_results hold no cluster and their S3 calls retry within the
+# task; sweep_ray_clusters' recurring run is its own retry.
+# What RHOAI runs honours these fields: KFP 2.14.3's argocompiler (backend/src/v2/compiler/
+# argocompiler/container.go, addContainerExecutorTemplate, getTaskRetryStrategyFromInput) makes
+# a task's retryPolicy its executor template's Argo retryStrategy: limit maxRetryCount, backoff
+# duration backoffDuration, factor backoffFactor, maxDuration backoffMaxDuration (seconds). It
+# sets no retryPolicy, so Argo's default OnFailure applies: a container that failed (non-zero
+# exit, OOMKilled) is retried, a pod lost with its node (Error) is not. Argo (v3.6.7, its go.mod)
+# counts maxDuration from the first attempt's start and gives retried pods that deadline, so it
+# is a week here, longer than any follow (job_timeout defaults to a day). Terminate retries
+# nothing (Argo retries no node past the workflow's deadline).
+RETRY = {"num_retries": 2, "backoff_duration": "30s", "backoff_factor": 2.0, "backoff_max_duration": f"{7 * 86400}s"}
+
+
+def retried(task):
+    """The task, with RETRY: 2 more attempts, 30 s then 60 s after a failure."""
+    return task.set_retry(**RETRY)
+
+
 @contextlib.contextmanager
 def exit_handlers(title: str, data_connection):
     """The run's tasks go inside; whatever becomes of them, the teardown (the exit task) then
     deletes the run's clusters and writes a report that says where the run failed and why.
     The report shows the end of failed tasks' logs, which may hold what a Ray task printed:
     the teardown gets the data connection's keys (optional) so that redact.py hides them."""
-    teardown = with_data_connection_keys(teardown_ray_cluster(run_id=RUN_ID, title=title), data_connection)
+    teardown = with_data_connection_keys(retried(teardown_ray_cluster(run_id=RUN_ID, title=title)), data_connection)
     teardown.set_caching_options(False)
     with dsl.ExitHandler(teardown, name="train-on-ray"):
         yield
@@ -141,7 +174,8 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
             stage, env_vars = staged()
             cluster = provision(data_connection, **shape)
             submitted = with_data_connection(submit(dashboard_url=cluster.outputs["dashboard_url"], env_vars=env_vars,
-                                                    **code), data_connection)
+                                                    cluster_name=cluster.outputs["cluster_name"],
+                                                    namespace=cluster.outputs["namespace"], **code), data_connection)
             # Follow prints the job's log: with the data connection in its env, redact.py hides its
             # keys there too (the Ray pods have them, so a job may print them).
             follow = with_data_connection(follow_ray_job(
@@ -151,6 +185,8 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
             publish = publish_run(stage, cluster, follow, follow.outputs["job_log"], title, data_connection)
             for task in (cluster, submitted, follow, publish):
                 task.set_caching_options(False)
+            for task in (submitted, follow):
+                retried(task)
         with dsl.Elif(lifecycle == "rayjob", name="rayjob"):
             stage, env_vars = staged()  # the RayJob's runtime_env names the data: created once staged
             # It streams the job's log: with the data connection in its env, redact.py hides its keys there.

@@ -15,6 +15,8 @@ def submit_ray_job(
     metadata: dict = {},
     requirements_file: str = "",
     install_requirements: bool = True,
+    cluster_name: str = "",
+    namespace: str = "",
 ) -> NamedTuple("SubmitOutputs", [("job_id", str)]):
     """Submit a Ray job to a RayCluster through its dashboard's Job Submission API.
 
@@ -37,6 +39,9 @@ def submit_ray_job(
             "requirements/train.txt": its lines go first into runtime_env pip.
         install_requirements: False leaves requirements_file out, for a Ray image that
             already has them (pip is still installed).
+        cluster_name: provision_ray_cluster's cluster_name: its lease is kept alive from
+            provision to follow (handed on as this task starts and ends). Empty: not renewed.
+        namespace: provision_ray_cluster's namespace (empty: the pipeline's own).
 
     Returns:
         job_id: The Ray job (submission) id.
@@ -50,7 +55,8 @@ def submit_ray_job(
     embedded_root = os.path.dirname(os.path.dirname(kfp_ray.__file__))
     job_id = submit(dashboard_url=dashboard_url, entrypoint=entrypoint, run_id=run_id, task=task_name,
                   working_dir=working_dir, embedded_root=embedded_root, pip=pip, env_vars=env_vars, metadata=metadata,
-                  requirements_file=requirements_file if install_requirements else "")
+                  requirements_file=requirements_file if install_requirements else "", cluster_name=cluster_name,
+                  namespace=namespace)
     return namedtuple("SubmitOutputs", ["job_id"])(job_id)
 
 

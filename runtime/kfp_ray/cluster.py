@@ -367,8 +367,8 @@ def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: floa
     `derived_name`: spec.name was derived from the run and task identity.
 
     The cluster's lease is stamped to cover admission, startup and one lease more, renewed
-    every renew_every_seconds while waiting (besides `heartbeat`), and renewed once more when
-    ready, so that a whole lease covers the hand-over to the tasks that use it next."""
+    every renew_every_seconds while waiting (besides `heartbeat`), and handed on when ready
+    (lease.HANDOFF_S, never less than one lease): no task renews it until the next one starts."""
     from .signals import sigterm_raises
 
     spec.check(derived_name=derived_name)
@@ -398,7 +398,7 @@ def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: floa
                                     queue_note="" if spec.local_queue else ", chosen because local_queue was empty",
                                     heartbeat=combine(renewer, heartbeat),
                                     **({} if image_pull_grace is None else {"image_pull_grace": image_pull_grace}))
-                renewer.renew()
+                renewer.hand_off()  # no task renews until the next one starts (lease.py: the hand-off)
                 url = dashboard_url(spec.name, spec.namespace)
                 log(f"RayCluster {spec.name} is ready; dashboard {url}")
                 return Provisioned(spec.name, spec.namespace, url, waited.queued_seconds, waited.starting_seconds, adopted)

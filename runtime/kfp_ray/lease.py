@@ -2,14 +2,20 @@
 
 Every RayCluster (and RayJob) kfp-ray creates carries the annotation `kfp-ray.io/lease-expires`, an
 RFC 3339 UTC time. It is stamped at creation long enough for admission and startup, renewed
-by the task that is using the cluster (provision while it waits, follow while the job runs)
-and set to "now" by every deletion kfp-ray makes. A cluster whose lease has passed has no
+by every task that holds the cluster (provision while it waits, submit, follow while the job
+runs, run_ray_driver while its driver runs), handed off between them (below), and set to "now"
+by every deletion kfp-ray makes. A cluster whose lease has passed has no
 task left that cares for it: its KFP run was deleted (no exit handler runs), or its task
 was SIGKILLed (no cleanup code runs). `sweep` finds those clusters and deletes them.
 
 A RayJob's lease is the RayJob's: KubeRay copies its annotations onto the RayCluster it
 creates, but that copy is never renewed, so the sweeper judges such a cluster through its
-RayJob (deleting the RayJob deletes the cluster) and leaves it alone otherwise.
+RayJob (deleting the RayJob deletes the cluster) and leaves it alone otherwise. A RayJob whose
+job may still run (admitted, not Complete or Failed) is KubeRay's to end, whatever its lease
+says: KubeRay deletes its cluster when the job ends or its activeDeadlineSeconds passes, even
+with no pipeline pod left, which is the point of lifecycle "rayjob" (a deleted run's job runs
+on to its end). The sweeper deletes an expired RayJob only once it holds no quota: its job
+over, or still queued (suspended: no job runs, nobody is left to wait for it).
 
 Choices:
 - Renewal is a JSON merge patch of metadata.annotations: the pipeline-runner Role allows
@@ -25,6 +31,17 @@ Choices:
 - A renewal sets the lease to now + lease_seconds, also when that is sooner than what
   creation stamped: a live task promises to renew, and a SIGKILLed one should free its
   quota within one lease, not within admission + startup.
+- The hand-off: a task that hands the cluster on to the next one (provision and submit at
+  their end, follow when it leaves a job it can no longer reach to a retry) sets the lease to
+  HANDOFF_S (1 h, never less than the lease) rather than one lease. Between two tasks no
+  process runs that could renew: the next task's pod may wait for namespace quota or node
+  capacity, pull the task image, pip-install, or wait for stage_dataset (which runs beside
+  provision) to finish. One lease (10 min) is too short for that on a busy cluster; an hour
+  covers any healthy hand-off, and a deleted run whose cluster sat between two tasks still
+  gets its quota back within the hour. The next task renews to one lease as soon as it starts.
+  (Not chosen: the sweeper asking whether the run's Argo Workflow still exists. pipeline-runner
+  may list Workflows, but a compiled kfp-ray Workflow is a megabyte or more, the cluster-wide
+  sweeper's RBAC would need Argo too, and the sandbox serves no Workflows to test it against.)
 - The sweeper deletes with preconditions (uid and resourceVersion of the object it judged
   expired): a renewal that lands in between changes the resourceVersion, the delete is
   refused (409), the sweeper reads the cluster again and keeps it if it is live now.
@@ -64,6 +81,7 @@ MANAGED_BY = ("app.kubernetes.io/managed-by", "kfp-ray")
 SELECTOR = f"{MANAGED_BY[0]}={MANAGED_BY[1]}"
 DEFAULT_LEASE_S = 600.0  # 10 min: ten renewal periods, so a few failed renewals do not let it lapse
 DEFAULT_RENEW_S = 60.0
+HANDOFF_S = 3600.0  # the lease between two tasks that hold the cluster (above: the hand-off)
 RETRY_S = 5.0  # after a failed renewal, try again this soon (at most one renewal period)
 REQUEST_TIMEOUT = (5.0, 10.0)  # connect, read: a renewal must never hold up the loop that calls it
 LOG_FAILURES_EVERY = 60.0
@@ -167,12 +185,13 @@ class Renewer:
     thread: it renews only while the task's own loop runs, so it cannot outlive the task."""
 
     def __init__(self, name: str, namespace: str, lease_seconds: float = DEFAULT_LEASE_S,
-                 every: float = DEFAULT_RENEW_S, first_in: float = 0.0, clock=time.monotonic, now=utcnow,
-                 kind: Kind = RAYCLUSTER):
+                 every: float = DEFAULT_RENEW_S, first_in: float = 0.0, clock=time.monotonic, now=None,
+                 kind: Kind = RAYCLUSTER, handoff: float = HANDOFF_S):
         """first_in: seconds until the first renewal (0: the first call renews; a lease
-        stamped a moment ago at creation can wait one period)."""
+        stamped a moment ago at creation can wait one period). now: the wall clock (utcnow)."""
         self.name, self.namespace, self.kind = name, namespace, kind
         self.lease_seconds, self.every = float(lease_seconds), float(every)
+        self.handoff = max(float(handoff), self.lease_seconds)
         self.clock, self.now = clock, now
         self.due = clock() + first_in
         self.renewals = 0
@@ -185,12 +204,25 @@ class Renewer:
         if not self.gone and self.clock() >= self.due:
             self.renew()
 
-    def renew(self) -> bool:
-        """Renew now. True when the lease was written."""
+    def hand_off(self) -> bool:
+        """Renew now for the hand-off to the next task (HANDOFF_S, never less than the lease):
+        no process renews until it starts. True when the lease was written."""
+        for pause in (1.0, 2.0, None):  # no loop calls again: a few tries, a few seconds
+            if self.renew(self.handoff):
+                log(f"lease of {self.kind.name} {self.name} handed on: until {format_time(self.until)} "
+                    f"({self.handoff:g}s), for the next task to take over")
+                return True
+            if self.gone or pause is None:
+                return False
+            time.sleep(pause)
+        return False
+
+    def renew(self, seconds: float | None = None) -> bool:
+        """Renew now, for `seconds` (default: one lease). True when the lease was written."""
         if self.gone:
             return False
-        now = self.now()
-        value = expires_in(self.lease_seconds, now)
+        now = self.now() if self.now is not None else utcnow()
+        value = expires_in(self.lease_seconds if seconds is None else seconds, now)
         try:
             _patch(self.name, self.namespace, value, kind=self.kind)
         except Exception as exc:  # noqa: BLE001 - logged, tried again soon (Cancelled, a BaseException, passes)
@@ -208,7 +240,7 @@ class Renewer:
         if self.until is not None and now > self.until:
             log(f"the lease of {self.kind.name} {self.name} had run out {(now - self.until).total_seconds():.0f}s before this "
                 "renewal: a sweep in that time may have deleted it")
-        if self.renewals == 0 or self.failures:
+        if (self.renewals == 0 or self.failures) and seconds is None:
             again = f" after {self.failures} failed attempts" if self.failures else ""
             log(f"lease of {self.kind.name} {self.name} renewed{again}: until {value} (every {self.every:g}s, "
                 f"{self.lease_seconds:g}s long)")
@@ -321,7 +353,7 @@ class Swept:
     lease: Lease
     held: Held
     admitted: bool  # not suspended: Kueue admitted it, its quota is in use
-    action: str = "kept"  # kept, would delete, deleted, being deleted, renewed meanwhile, failed
+    action: str = "kept"  # kept, would delete, deleted, being deleted, renewed meanwhile, left to KubeRay, failed
     error: str = ""
     uid: str = ""
 
@@ -370,7 +402,18 @@ def judge(rc: dict, now: datetime | None = None) -> Swept:
                   lease_of(rc, now), held(rc), holds_quota(rc), uid=meta.get("uid", ""))
     if being_deleted(rc):
         entry.action = "being deleted"
+    elif entry.lease.expired and kuberays(rc):
+        entry.action = KUBERAY
     return entry
+
+
+KUBERAY = "left to KubeRay"
+
+
+def kuberays(obj: dict) -> bool:
+    """A RayJob whose job may still run (admitted, not over): KubeRay ends it and frees its
+    quota (the job's end, or activeDeadlineSeconds), so the sweeper never deletes it."""
+    return kind_of(obj) is RAYJOB and holds_quota(obj)
 
 
 def holds_quota(obj: dict) -> bool:
@@ -413,6 +456,9 @@ def _delete_expired(rc: dict, entry: Swept) -> dict | None:
         if not again.lease.expired:
             entry.action = "renewed meanwhile"
             return None
+        if again.action == KUBERAY:  # admitted meanwhile: its job runs
+            entry.action = KUBERAY
+            return None
     raise KfpRayError(f"{kind.name} {name!r} kept changing while the sweeper tried to delete it; the next sweep tries again")
 
 
@@ -427,7 +473,7 @@ def sweep(namespace: str | None, delete: bool = False, timeout: float = GONE_TIM
     for rc in clusters:
         entry = judge(rc, now)
         entries.append(entry)
-        if entry.action == "being deleted" or not entry.lease.expired:
+        if entry.action in ("being deleted", KUBERAY) or not entry.lease.expired:
             continue
         if not delete:
             entry.action = "would delete"
@@ -513,13 +559,21 @@ def summary(entries: list[Swept], delete: bool, where: str) -> str:
     text = f"{len(entries)} kfp-ray {kinds} {where}, {len(found)} with an expired lease"
     if not delete:
         quota = f"; they hold {total.describe()} of quota" if total.pods else ""
-        return text + (f"{quota}. Dry run: nothing deleted" if found else ". Nothing to do")
+        return text + quota + kuberay_note(entries) + (". Dry run: nothing deleted" if found else ". Nothing to do")
     text += f"; deleted {len(freed)}"
     if total.pods:
         text += f", freeing {total.describe()} of quota"
     if failed:
         text += f"; {len(failed)} could not be deleted: " + ", ".join(f"{e.namespace}/{e.name}" for e in failed)
-    return text
+    return text + kuberay_note(entries)
+
+
+def kuberay_note(entries: list[Swept]) -> str:
+    left = [e for e in entries if e.action == KUBERAY]
+    if not left:
+        return ""
+    return (f"; {len(left)} RayJob{'s' if len(left) != 1 else ''} with an expired lease whose job runs, left to KubeRay "
+            "(it deletes the cluster when the job ends or its activeDeadlineSeconds passes)")
 
 
 def markdown(entries: list[Swept], delete: bool, where: str) -> str:

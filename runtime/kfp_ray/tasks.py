@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 
 from . import cluster, jobs, kube, lease, rayclusters
-from .errors import Cancelled, InputError, InputErrors, Unreachable
+from .errors import Cancelled, InputError, InputErrors, JobLost, Unreachable
 from .signals import cleanup_deadline, sigterm_raises
 from .validate import Checker, derive_cluster_name, label_value, task_identity
 from .wait import Backoff, Outage, beat, combine, first_line, is_transient, log
@@ -69,9 +69,24 @@ def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_qu
 
 def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str = "submit-ray-job", working_dir: str = "",
            embedded_root: str | None = None, pip: list | None = None, env_vars: dict | None = None,
-           metadata: dict | None = None, requirements_file: str = "") -> str:
-    return jobs.submit(dashboard_url, entrypoint, run_id, task, working_dir, embedded_root, pip, env_vars, metadata,
-                       requirements_file)
+           metadata: dict | None = None, requirements_file: str = "", cluster_name: str = "", namespace: str = "",
+           lease_seconds: float = lease.DEFAULT_LEASE_S) -> str:
+    """Submit the job (jobs.submit). The cluster (cluster_name) is held from provision to
+    follow: its lease is handed on (lease.HANDOFF_S) as submit starts, covering the submission,
+    and again as it ends, covering the start of follow (or of a retry of this task)."""
+    renewer = _renewer(cluster_name, namespace, lease_seconds, lease.DEFAULT_RENEW_S)
+    if renewer is not None:
+        renewer.hand_off()
+    try:
+        job_id = jobs.submit(dashboard_url, entrypoint, run_id, task, working_dir, embedded_root, pip, env_vars,
+                             metadata, requirements_file)
+    except Exception:
+        if renewer is not None:
+            renewer.hand_off()  # to a retry of this task, or to the exit handler's teardown
+        raise
+    if renewer is not None:
+        renewer.hand_off()
+    return job_id
 
 
 def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "", namespace: str = "",
@@ -96,6 +111,7 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
     c.done()
     deleting = bool(delete_cluster and cluster_name)
     ns = _namespace(namespace) if deleting else namespace
+    _check_cluster_exists(cluster_name, namespace, job_id)
     renewer = _renewer(cluster_name, namespace, lease_seconds, renew_every_seconds)
     follower = jobs.Follower(dashboard_url, job_id, timeout, max_poll=max_poll_seconds, echo=print,
                              outage_tolerance=outage_tolerance_seconds, heartbeat=combine(renewer, heartbeat))
@@ -107,6 +123,8 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
                 _write_log(log_path, follower.logs)
                 if deleting:
                     log(f"leaving RayCluster {cluster_name}: Ray job {job_id} may still be running")
+                if renewer is not None:
+                    renewer.hand_off()  # to a retry of this task (it follows the job again), or to teardown
                 raise
             except Exception:  # over: failed, stopped, lost, timed out (and stopped), or bad input
                 _write_log(log_path, follower.logs)
@@ -123,6 +141,23 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
             finally:
                 _write_log(log_path, follower.logs)
             raise
+
+
+def _check_cluster_exists(cluster_name: str, namespace: str, job_id: str) -> None:
+    """A retried follow whose first attempt saw the job end (and deleted the cluster) fails at
+    once, instead of waiting out an unreachable dashboard for the outage window. Only a cluster
+    known gone counts: a read that fails leaves it to the follow loop."""
+    if not cluster_name:
+        return
+    try:
+        gone = rayclusters.get(cluster_name, _namespace(namespace), attempts=1) is None
+    except Exception as exc:  # noqa: BLE001 - the dashboard may still answer; follow finds out
+        log(f"could not read RayCluster {cluster_name} ({type(exc).__name__}: {first_line(exc)}); following anyway")
+        return
+    if gone:
+        raise JobLost(f"RayCluster {cluster_name} does not exist, so Ray job {job_id} cannot be running: the job "
+                      "ended and an earlier attempt of this task deleted its cluster (that attempt's log has the "
+                      "job's outcome), or the cluster was deleted. Fix: run the pipeline again")
 
 
 def _renewer(cluster_name: str, namespace: str, lease_seconds: float, every: float) -> lease.Renewer | None:

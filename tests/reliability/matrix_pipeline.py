@@ -24,7 +24,8 @@ def fault_matrix_run(entrypoint: str, cluster_name: str, local_queue: str = "loc
                                         admission_timeout=admission_timeout, startup_timeout=startup_timeout)
         cluster.set_caching_options(False)
         job = submit_ray_job(dashboard_url=cluster.outputs["dashboard_url"], entrypoint=entrypoint,
-                             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER)
+                             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+                             cluster_name=cluster.outputs["cluster_name"])
         job.set_caching_options(False)
         follow = follow_ray_job(dashboard_url=cluster.outputs["dashboard_url"], job_id=job.output,
                                 cluster_name=cluster.outputs["cluster_name"], timeout=job_timeout,

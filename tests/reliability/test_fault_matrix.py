@@ -405,13 +405,30 @@ def retry_every_task(ctx):
     assert len(ctx.trace().uids) == 1
 
 
+def _expire_lease(ctx, plural: str, name: str) -> None:
+    """Set an object's lease to the past, rather than waiting for it to run out."""
+    from kubernetes import client as k8s
+
+    past = (datetime.now(UTC) - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    k8s.CustomObjectsApi(ctx.client.api_client()).patch_namespaced_custom_object(
+        "ray.io", "v1", "sandbox", plural, name, {"metadata": {"annotations": {"kfp-ray.io/lease-expires": past}}})
+
+
+def _gc(ctx) -> str:
+    """One sweep (`kfp-ray gc --delete`) as pipeline-runner, as the kfp_ray_gc recurring run does it."""
+    gc = subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "gc", "--namespace", "sandbox", "--delete"], cwd=ROOT,
+                        capture_output=True, text=True, timeout=180,
+                        env={**os.environ, "KUBECONFIG": ctx.box.info["kubeconfig_pipeline_runner"],
+                             "PYTHONPATH": os.pathsep.join([str(ROOT / "runtime"), str(ROOT)])})
+    assert gc.returncode == 0, gc.stdout + gc.stderr
+    return gc.stdout
+
+
 # --- row: kill -9 of follow, no exit handler: the lease sweeper ---------------------------------
 def kill9_follow_no_exit_handler(ctx):
     """A deleted run: follow and the whole run are SIGKILLed, no exit handler runs, the cluster is
     left. Its lease runs out (set to the past here rather than waiting the default 10 min) and
     the sweeper frees it."""
-    from kubernetes import client as k8s
-
     watch = ctx.jobs()
     run = ctx.run(entrypoint=ticking_job(600))
     watch.wait("RUNNING", 180)
@@ -424,16 +441,10 @@ def kill9_follow_no_exit_handler(ctx):
     assert rc, "the cluster went without a sweeper"
     lease = (rc[0]["metadata"].get("annotations") or {}).get("kfp-ray.io/lease-expires")
     assert lease, "the cluster carries no lease"
-    past = (datetime.now(UTC) - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    k8s.CustomObjectsApi(ctx.client.api_client()).patch_namespaced_custom_object(
-        "ray.io", "v1", "sandbox", "rayclusters", rc[0]["metadata"]["name"],
-        {"metadata": {"annotations": {"kfp-ray.io/lease-expires": past}}})
-    gc = subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "gc", "--namespace", "sandbox", "--delete"], cwd=ROOT,
-                        capture_output=True, text=True, timeout=180,
-                        env={**os.environ, "KUBECONFIG": ctx.box.info["kubeconfig_pipeline_runner"],
-                             "PYTHONPATH": os.pathsep.join([str(ROOT / "runtime"), str(ROOT)])})
+    _expire_lease(ctx, "rayclusters", rc[0]["metadata"]["name"])
+    out = _gc(ctx)
     ctx.t_detect = time.time()
-    assert gc.returncode == 0 and ctx.cluster in gc.stdout, gc.stdout + gc.stderr
+    assert ctx.cluster in out, out
     ctx.until(lambda: not ctx.monitor.clusters(ctx.cluster), 120, "the sweeper's deletion to complete")
 
 
@@ -479,21 +490,26 @@ def rj_cancel_job_running(ctx):
     assert deletes and deletes[0]["ts"] - t["sigterm"] <= CANCEL_DELETE_S, (deletes[:1], t)
 
 
-def rj_kill9_kuberay_deletes(ctx):
-    """A deleted run while the job runs: every pipeline pod SIGKILLed, no exit handler. KubeRay
-    itself deletes the cluster when the job ends (shutdownAfterJobFinishes, TTL 0): quota back
-    with nobody from kfp-ray left. The finished RayJob (no quota) is the sweeper's once its
-    lease has run out (set to the past here rather than waiting for it)."""
-    from kubernetes import client as k8s
-
+def rj_kill9_swept_mid_job(ctx):
+    """Issue 25 item 2. A deleted run while the job runs: every pipeline pod SIGKILLed (run_ray_job
+    included), no exit handler. The RayJob's lease runs out (set to the past here) and a sweep
+    runs while the job still runs: the sweeper leaves the RayJob to KubeRay. The job then ends by
+    itself and KubeRay deletes the cluster (shutdownAfterJobFinishes, TTL 0): quota back with
+    nobody from kfp-ray left. The finished RayJob (no quota) is the next sweep's."""
+    gate = ctx.run_dir / "gate"
     watch = ctx.jobs()
-    run = ctx.run(RAYJOB_PIPELINE, entrypoint=ticking_job(20), lease_seconds=60,
-                  renew_every_seconds=6)
+    run = ctx.run(RAYJOB_PIPELINE, entrypoint=gated_job(gate), lease_seconds=60, renew_every_seconds=6)
     watch.wait("RUNNING", 180)
     run.kill()
     run.wait(60)
     killed = time.time()
-    ctx.kind = "killed, KubeRay deleted"
+    ctx.kind = "killed, swept mid-job, KubeRay deleted"
+    _expire_lease(ctx, "rayjobs", ctx.cluster)
+    out = _gc(ctx)
+    assert re.search(rf"rayjob/{ctx.cluster}\s.*expired.*left to KubeRay", out), out
+    assert ctx.monitor.rayjobs(ctx.cluster) and ctx.monitor.holding(ctx.cluster), "the sweep freed a running job's quota"
+    assert [j["status"] for j in ray_jobs(f"{ctx.monitor.dashboard_url(ctx.cluster)}")] == ["RUNNING"]
+    gate.touch()  # the job ends by itself
     ctx.until(lambda: watch.ended(), 120, "the job to end on its own")
     ctx.t_fault = ctx.t_useless = watch.ended()
     with ctx.idle():
@@ -503,15 +519,9 @@ def rj_kill9_kuberay_deletes(ctx):
     runner_deletes = [e for e in _audit_since(ctx.box, killed) if e["method"] == "DELETE" and ctx.cluster in e["path"]]
     assert runner_deletes == [], f"someone other than KubeRay deleted the cluster: {runner_deletes}"
     [rj] = ctx.monitor.rayjobs(ctx.cluster)
-    assert rj["status"]["jobDeploymentStatus"] == "Complete", rj["status"]
-    past = (datetime.now(UTC) - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    k8s.CustomObjectsApi(ctx.client.api_client()).patch_namespaced_custom_object(
-        "ray.io", "v1", "sandbox", "rayjobs", ctx.cluster, {"metadata": {"annotations": {"kfp-ray.io/lease-expires": past}}})
-    gc = subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "gc", "--namespace", "sandbox", "--delete"], cwd=ROOT,
-                        capture_output=True, text=True, timeout=180,
-                        env={**os.environ, "KUBECONFIG": ctx.box.info["kubeconfig_pipeline_runner"],
-                             "PYTHONPATH": os.pathsep.join([str(ROOT / "runtime"), str(ROOT)])})
-    assert gc.returncode == 0 and f"rayjob/{ctx.cluster}" in gc.stdout, gc.stdout + gc.stderr
+    assert rj["status"]["jobDeploymentStatus"] == "Complete" and rj["status"]["jobStatus"] == "SUCCEEDED", rj["status"]
+    out = _gc(ctx)
+    assert re.search(rf"rayjob/{ctx.cluster}\s.*deleted", out), out
     ctx.until(lambda: not ctx.monitor.rayjobs(ctx.cluster), 60, "the sweeper's deletion of the RayJob")
 
 
@@ -573,8 +583,8 @@ ROWS = [
     Row("rj_job_fails", "rayjob: job exits non-zero", "FAILURE", rj_job_fails),
     Row("rj_deadline", "rayjob: job passes activeDeadlineSeconds", "FAILURE", rj_deadline),
     Row("rj_cancel_job_running", "rayjob: cancel while the job runs", "FAILURE", rj_cancel_job_running),
-    Row("rj_kill9_kuberay", "rayjob: kill -9 of the run, no exit handler (KubeRay deletes)", "FAILURE",
-        rj_kill9_kuberay_deletes),
+    Row("rj_kill9_swept_mid_job", "rayjob: kill -9 of the run, lease expired, swept mid-job (KubeRay ends it)",
+        "FAILURE", rj_kill9_swept_mid_job),
     Row("rj_image_pull", "rayjob: image pull failure (Ray image)", "FAILURE", rj_image_pull),
     Row("rj_head_crash", "rayjob: head crash mid-job", "FAILURE", rj_head_crash),
 ]

@@ -22,7 +22,7 @@ import pytest
 from kubernetes import client as k8s
 
 from kfp_ray import jobs, lease, tasks
-from tests.helpers import cpu_in_use, eventually
+from tests.helpers import FakeClock, cpu_in_use, eventually
 
 pytestmark = pytest.mark.ray
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,3 +143,34 @@ def test_a_killed_follow_with_no_exit_handler_is_swept_and_a_live_run_is_not(box
                 proc.kill()
                 proc.wait(timeout=10)
 
+
+
+def test_a_cluster_handed_between_its_tasks_outlives_the_lease_and_is_spared(box, sbx, as_pipeline_runner, tmp_path,
+                                                                             monkeypatch):
+    """Issue 25 item 5. Between provision and submit, and between submit and follow, no task
+    runs: the next task's pod may wait for namespace quota, pull its image or pip-install. Here
+    each of those waits lasts five leases (a fake wall clock, which leases are written and
+    judged by): the cluster is handed on at the end of provision and of submit (lease.HANDOFF_S),
+    so every sweep in the gaps keeps it, and follow then follows the job on it to its end."""
+    clock = FakeClock(time.time())
+    monkeypatch.setattr(lease, "utcnow", lambda: datetime.fromtimestamp(clock(), UTC))
+    name, run = "handoff", "run-handoff"
+
+    def judged() -> lease.Swept:
+        # a dry run: the judgement every sweep makes, without deleting other tests' clusters of this
+        # sandbox (their leases are hours behind the fake clock)
+        return {e.name: e for e in lease.sweep(NS)}[name]
+
+    p = tasks.provision(run_id=run, cluster_name=name, namespace=NS, local_queue="local-queue-test", num_workers=0,
+                        head_cpu="1", head_memory="1Gi", admission_timeout=60, startup_timeout=150)
+    gap = 5 * lease.DEFAULT_LEASE_S  # 50 min: longer than a lease, shorter than a hand-off
+    clock.advance(gap)  # submit's pod waits
+    assert (judged().action, judged().lease.state) == ("kept", "live"), judged()
+    job_id = tasks.submit(p.dashboard_url, "python -c \"print('handed-over-ok')\"", run_id=run, cluster_name=name,
+                          namespace=NS)
+    clock.advance(gap)  # follow's pod waits: 100 min after provision's hand-off, past it
+    assert (judged().action, judged().lease.state) == ("kept", "live"), judged()
+    result = tasks.follow(p.dashboard_url, job_id, log_path=str(tmp_path / "job.log"), cluster_name=name, namespace=NS,
+                          timeout=120, max_poll_seconds=1.0)
+    assert result.status == "SUCCEEDED" and "handed-over-ok" in (tmp_path / "job.log").read_text()
+    assert name not in {e.name for e in lease.sweep(NS)}  # follow deleted it once the job was over

@@ -288,3 +288,69 @@ def test_sweep_judges_a_rayjob_by_its_lease_and_its_cluster_through_it(co, as_ru
         assert left == {"busy-job"} and "busy-job-x7k2p" in names(co)
     finally:
         co.delete_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", "busy-job")
+
+
+def test_an_expired_rayjob_whose_job_runs_is_left_to_kuberay(co, admin, as_runner):
+    """Issue 25 item 2: a RayJob admitted and not over (its job starting or running) is KubeRay's
+    to end (the job's end, or activeDeadlineSeconds), whatever its lease says: its task was
+    killed or its run deleted, and the job runs on. The sweeper frees only the expired RayJobs
+    that hold no quota: their job over (Complete, Failed), or still queued (suspended)."""
+    states = {"running-job": (False, "Running"), "starting-job": (False, "Initializing"),
+              "done-job": (False, "Complete"), "failed-job": (False, "Failed"), "queued-job": (True, "Suspended")}
+    for name, (suspend, deployment) in states.items():
+        body = kfp_ray_rayjob(name, "r9", when(-90))
+        body["spec"]["suspend"] = suspend
+        co.create_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", body)
+        co.patch_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", name, {"spec": {"suspend": suspend}})  # Kueue's
+        co.patch_namespaced_custom_object_status("ray.io", "v1", NS, "rayjobs", name,
+                                                 {"status": {"jobDeploymentStatus": deployment}})
+    assert {n: lease.holds_quota(rj) for n, rj in ((rj["metadata"]["name"], {**rj, "kind": "RayJob"}) for rj in
+            co.list_namespaced_custom_object("ray.io", "v1", NS, "rayjobs")["items"])} == {
+        "running-job": True, "starting-job": True, "done-job": False, "failed-job": False, "queued-job": False}
+    try:
+        dry = {e.name: e for e in lease.sweep(NS)}
+        assert {n: e.action for n, e in dry.items()} == {
+            "rayjob/running-job": "left to KubeRay", "rayjob/starting-job": "left to KubeRay",
+            "rayjob/done-job": "would delete", "rayjob/failed-job": "would delete", "rayjob/queued-job": "would delete"}
+        assert "2 RayJobs with an expired lease whose job runs, left to KubeRay" in lease.summary(list(dry.values()), False, "here")
+        done = {e.name: e.action for e in lease.sweep(NS, delete=True, timeout=10)}
+        assert done == {"rayjob/running-job": "left to KubeRay", "rayjob/starting-job": "left to KubeRay",
+                        "rayjob/done-job": "deleted", "rayjob/failed-job": "deleted", "rayjob/queued-job": "deleted"}
+        left = {rj["metadata"]["name"] for rj in co.list_namespaced_custom_object("ray.io", "v1", NS, "rayjobs")["items"]}
+        assert left == {"running-job", "starting-job"}
+        # A job that ends meanwhile (KubeRay deleted its cluster): the next sweep frees the RayJob.
+        co.patch_namespaced_custom_object_status("ray.io", "v1", NS, "rayjobs", "running-job",
+                                                 {"status": {"jobDeploymentStatus": "Complete"}})
+        assert {e.name: e.action for e in lease.sweep(NS, delete=True, timeout=10)}["rayjob/running-job"] == "deleted"
+    finally:
+        for rj in co.list_namespaced_custom_object("ray.io", "v1", NS, "rayjobs")["items"]:
+            co.delete_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", rj["metadata"]["name"])
+
+
+def test_a_rayjob_admitted_between_the_sweeps_look_and_its_delete_is_left_to_kuberay(co, as_runner):
+    """The sweeper judged a queued RayJob expired; Kueue admits it before the DELETE (409 on the
+    preconditions): judged again, its job may run now, so it is KubeRay's."""
+    co.create_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", {**kfp_ray_rayjob("late-job", "r10", when(-5)),
+                                                                        "spec": {**kfp_ray_rayjob("x", "r", None)["spec"],
+                                                                                 "suspend": True}})
+    try:
+        seen = lease.list_clusters(NS, rayclusters.RAYJOB)[0]
+        entry = lease.judge(seen)
+        assert entry.lease.expired and entry.action == "kept"
+        co.patch_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", "late-job", {"spec": {"suspend": False}})
+        assert lease._delete_expired(seen, entry) is None
+        assert entry.action == "left to KubeRay"
+        assert co.get_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", "late-job")
+    finally:
+        co.delete_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", "late-job")
+
+
+def test_a_hand_off_covers_the_gap_to_the_next_task_and_is_never_shorter_than_the_lease(co, as_runner, capsys):
+    """Issue 25 item 5: between two tasks nothing renews, so the task that hands the cluster on
+    sets the lease to HANDOFF_S (1 h); a lease longer than that is kept as it is."""
+    co.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", kfp_ray_cluster("handed", "r11", when(30)))
+    assert lease.Renewer("handed", NS, 600, 60, now=lambda: NOW).hand_off()
+    assert annotation(co, "handed") == "2026-11-23T06:00:00Z"
+    assert "lease of RayCluster handed handed on: until 2026-11-23T06:00:00Z (3600s)" in capsys.readouterr().out
+    assert lease.Renewer("handed", NS, 7200, 60, now=lambda: NOW).hand_off()
+    assert annotation(co, "handed") == "2026-11-23T07:00:00Z"
