@@ -556,7 +556,7 @@ class _Call:
                         raise errors.bad_request("the body of the request was invalid: a merge patch must be a JSON object")
                     new = patch.merge_patch(current, body)
                 elif ctype == "application/strategic-merge-patch+json":
-                    if rt.group:
+                    if not rt.builtin:  # CRDs take no strategic merge patch
                         raise errors.unsupported_media_type(ctype)
                     new = patch.strategic_merge_patch(current, body)
                 else:
