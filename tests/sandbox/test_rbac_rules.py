@@ -202,3 +202,87 @@ def test_the_sweeper_role_is_exactly_what_gc_all_namespaces_needs(box, sbx, appl
         for ns, plural, name in made:
             with contextlib.suppress(k8s.ApiException):
                 co.delete_namespaced_custom_object("ray.io", "v1", ns, plural, name)
+
+
+def kueue_reads(monkeypatch, kubeconfig: str, held: dict) -> dict[str, bool]:
+    """What doctor and the provision task learn from Kueue as this account."""
+    from kfp_ray import queues
+
+    with identity(monkeypatch, kubeconfig):
+        code, out = kfp_ray_cli("doctor")
+        with queues.read_once():
+            default = queues.resolve_queue(NS, "")
+        with queues.read_once():
+            quota = queues.nominal_quota(NS, "local-queue-test")
+        why = queues.KueueView().waiting_reason(held)
+    return {"doctor: the LocalQueue": bool(re.search(r"^PASS\s+LocalQueue: local-queue-test in sandbox", out, re.M)),
+            "doctor: the quota": bool(re.search(r"^PASS\s+ClusterQueue: cluster-queue: .*cpu \S+/9", out, re.M)),
+            "provision: the default queue": default == "local-queue-test",
+            "provision: the quota check": quota is not None and quota.nominal.get("cpu") == 9,
+            "provision: why Kueue holds it": "ClusterQueue cluster-queue in use: cpu" in why}
+
+
+def test_the_kueue_readers_are_exactly_what_doctor_and_provision_read(box, sbx, applied, monkeypatch):
+    from kfp_ray import tasks
+    from kfp_ray.errors import InputError
+
+    sbx.set_faults({"clusters": {"rbac-held": {"never_admit": True}}})
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    held = co.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters",
+                                              raycluster("rbac-held", workers=0, cpu="100m", memory="256Mi"))
+    runner = applied.kubeconfig(NS, RUNNER)
+
+    # As shipped: all of it, and a request beyond the quota is refused before anything is created.
+    assert all(kueue_reads(monkeypatch, runner, held).values())
+    with identity(monkeypatch, runner), pytest.raises(InputError, match="nominal quota of 9 cpu"):
+        tasks.provision(run_id="rbac-big", task_name="provision-ray-cluster", task_id="7", local_queue="",
+                        num_workers=0, head_cpu="10", head_memory="1Gi")
+    assert [rc["metadata"]["name"] for rc in co.list_namespaced_custom_object("ray.io", "v1", NS, "rayclusters")["items"]] \
+        == ["rbac-held"]
+
+    # Each (resource, verb) taken away loses something.
+    rbac = applied.rbac
+    reader, cq_reader = rbac.read_namespaced_role("kfp-ray-kueue-reader", NS), rbac.read_cluster_role("kfp-ray-clusterqueue-reader")
+    taken = [("Role", reader, p) for p in pairs(reader.rules)] + [("ClusterRole", cq_reader, p) for p in pairs(cq_reader.rules)]
+    assert {p for _, _, p in taken} == {("localqueues", "get"), ("localqueues", "list"), ("workloads", "list"),
+                                        ("clusterqueues", "get")}
+    for kind, role, (resource, verb) in taken:
+        body = {"rules": without(role.rules, resource, verb)}
+        if kind == "Role":
+            rbac.patch_namespaced_role(role.metadata.name, NS, body)
+        else:
+            rbac.patch_cluster_role(role.metadata.name, body)
+        try:
+            lost = [k for k, ok in kueue_reads(monkeypatch, runner, held).items() if not ok]
+        finally:
+            restore = {"rules": role.rules}
+            if kind == "Role":
+                rbac.patch_namespaced_role(role.metadata.name, NS, restore)
+            else:
+                rbac.patch_cluster_role(role.metadata.name, restore)
+        assert lost, f"{kind} {role.metadata.name} without {verb} {resource}: nothing lost"
+
+
+def test_doctor_checks_that_pipeline_runner_may_run_rayjobs(box, sbx, applied, monkeypatch):
+    """lifecycle=rayjob's task creates, reads, renews and deletes a RayJob as pipeline-runner:
+    doctor asks for each verb (impersonating the account, as a project admin may)."""
+    from kfp_ray.pipelines import doctor
+    from kfp_ray.pipelines.__main__ import build_parser
+
+    def runner_access():
+        with identity(monkeypatch, box.info["kubeconfig"]):
+            d = doctor.Doctor(build_parser().parse_args(["doctor", "--namespace", NS]))
+            assert d.kubernetes().status == "PASS"
+            d.dspa = DSPA
+            return d.runner_access()
+
+    assert runner_access().status == "PASS"  # DSPO's Role, as the operator gives it
+    rbac = applied.rbac
+    rules = rbac.read_namespaced_role(RUNNER, NS).rules
+    older = [{"apiGroups": r.api_groups, "resources": [x for x in r.resources if x != "rayjobs"], "verbs": r.verbs}
+             for r in rules]  # a Role from before RayJobs
+    rbac.patch_namespaced_role(RUNNER, NS, {"rules": older})
+    check = runner_access()
+    assert check.status == "FAIL"
+    assert check.detail == (f"{RUNNER} may not create rayjobs.ray.io, get rayjobs.ray.io, list rayjobs.ray.io, "
+                            "patch rayjobs.ray.io, delete rayjobs.ray.io")
