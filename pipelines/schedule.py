@@ -10,7 +10,8 @@ import argparse
 import re
 
 from . import connection, registry
-from .cli_args import UsageError, cron_fields, need_pipeline, parse_params
+from .cli_args import UsageError, cron_fields, need_pipeline, parse_params, pipeline_inputs
+from .queue_default import with_default_queue
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -45,6 +46,7 @@ def cmd_schedule(args) -> int:
     period = every_seconds(args.every) if args.every else None
     if not 1 <= args.max_concurrency <= 10:
         raise UsageError(f"--max-concurrency {args.max_concurrency}: KFP takes 1 to 10")
+    params = with_default_queue(params, pipeline_inputs(args.name), args.namespace)
     client = connection.connect(args)
     experiment = client.create_experiment(args.experiment)
     rr = client.create_recurring_run(

@@ -11,7 +11,8 @@ import sys
 import time
 
 from . import connection, registry
-from .cli_args import need_pipeline, parse_params
+from .cli_args import need_pipeline, parse_params, pipeline_inputs
+from .queue_default import with_default_queue
 
 WAIT_TIMEOUT_S = 24 * 3600.0
 
@@ -32,6 +33,7 @@ def add_parser(sub) -> None:
 def cmd_submit(args) -> int:
     need_pipeline(args.name)
     params = parse_params(args.name, args.param or [])  # checked before anything is sent
+    params = with_default_queue(params, pipeline_inputs(args.name), args.namespace)
     client = connection.connect(args)
     experiment = client.create_experiment(args.experiment)  # get-or-create by name
     run = client.run_pipeline(experiment.experiment_id, args.run_name or f"{args.name}-{time.strftime('%Y%m%d-%H%M%S')}",
