@@ -204,10 +204,18 @@ def test_the_sweeper_role_is_exactly_what_gc_all_namespaces_needs(box, sbx, appl
                 co.delete_namespaced_custom_object("ray.io", "v1", ns, plural, name)
 
 
-def kueue_reads(monkeypatch, kubeconfig: str, held: dict) -> dict[str, bool]:
-    """What doctor and the provision task learn from Kueue as this account."""
+def kueue_reads(monkeypatch, box, kubeconfig: str, held: dict) -> dict[str, bool]:
+    """What doctor and the provision task learn from Kueue as this account (and doctor, run by
+    an admin, about it)."""
     from kfp_ray import queues
+    from kfp_ray.pipelines import doctor
+    from kfp_ray.pipelines.__main__ import build_parser
 
+    with identity(monkeypatch, box.info["kubeconfig"]):
+        d = doctor.Doctor(build_parser().parse_args(["doctor", "--namespace", NS]))
+        d.kubernetes()
+        d.dspa = DSPA
+        finds_default = d.default_queue()
     with identity(monkeypatch, kubeconfig):
         code, out = kfp_ray_cli("doctor")
         with queues.read_once():
@@ -218,6 +226,8 @@ def kueue_reads(monkeypatch, kubeconfig: str, held: dict) -> dict[str, bool]:
     return {"doctor: the LocalQueue": bool(re.search(r"^PASS\s+LocalQueue: local-queue-test in sandbox", out, re.M)),
             "doctor: the quota": bool(re.search(r"^PASS\s+ClusterQueue: cluster-queue: .*cpu \S+/9", out, re.M)),
             "provision: the default queue": default == "local-queue-test",
+            "doctor: the task finds the default queue": finds_default.status == "PASS"
+            and "pipeline-runner may list LocalQueues: a run without local_queue finds local-queue-test" in finds_default.detail,
             "provision: the quota check": quota is not None and quota.nominal.get("cpu") == 9,
             "provision: why Kueue holds it": "ClusterQueue cluster-queue in use: cpu" in why}
 
@@ -233,7 +243,7 @@ def test_the_kueue_readers_are_exactly_what_doctor_and_provision_read(box, sbx, 
     runner = applied.kubeconfig(NS, RUNNER)
 
     # As shipped: all of it, and a request beyond the quota is refused before anything is created.
-    assert all(kueue_reads(monkeypatch, runner, held).values())
+    assert all(kueue_reads(monkeypatch, box, runner, held).values())
     with identity(monkeypatch, runner), pytest.raises(InputError, match="nominal quota of 9 cpu"):
         tasks.provision(run_id="rbac-big", task_name="provision-ray-cluster", task_id="7", local_queue="",
                         num_workers=0, head_cpu="10", head_memory="1Gi")
@@ -253,7 +263,7 @@ def test_the_kueue_readers_are_exactly_what_doctor_and_provision_read(box, sbx, 
         else:
             rbac.patch_cluster_role(role.metadata.name, body)
         try:
-            lost = [k for k, ok in kueue_reads(monkeypatch, runner, held).items() if not ok]
+            lost = [k for k, ok in kueue_reads(monkeypatch, box, runner, held).items() if not ok]
         finally:
             restore = {"rules": role.rules}
             if kind == "Role":
