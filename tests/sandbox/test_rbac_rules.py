@@ -5,8 +5,10 @@ binds, and each (resource, verb) of each rule, taken away in turn, makes somethi
 - the sweeper's ClusterRole: `kfp-ray gc --all-namespaces --delete` as kfp-ray-sweeper frees
   kfp-ray's expired RayClusters and RayJobs in two namespaces;
 - the Kueue readers (parts 1 and 2), bound to a DSPA's pipeline-runner: `kfp-ray doctor` reads the
-  queue and its quota, and the provision task checks a request against the quota before creating
-  anything and says why Kueue holds a cluster.
+  queue and its quota, and the provision task finds the annotated default queue, checks a
+  request against the quota before creating anything and says why Kueue holds a cluster.
+
+And doctor asks for every verb the tasks use as pipeline-runner, RayJobs' included.
 
 The DSPA here is `rbac`: its pipeline-runner-rbac account gets DSPO's Role as the operator gives
 it, so the session's pipeline-runner-dspa keeps its rules for the other tests."""
