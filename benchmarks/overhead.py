@@ -117,7 +117,8 @@ def split(asked: float, ended: float, tasks: dict, clusters: dict, requests: lis
 
 
 def run(rounds: int = 2, jobs=("xgboost", "sleep60")) -> dict:
-    from kfp_ray.pipelines.run_local import with_sandbox_queue
+    from kfp_ray.pipelines.cli_args import pipeline_inputs
+    from kfp_ray.pipelines.queue_default import with_default_queue
     from kfp_ray_sandbox.client import SandboxClient
 
     result: dict = {"rounds": rounds, "jobs": {}}
@@ -127,7 +128,7 @@ def run(rounds: int = 2, jobs=("xgboost", "sleep60")) -> dict:
         runs = harness.Pipelines(box)
         with harness.Observer(sbx, box.info["namespace"]) as obs:
             for job in jobs:
-                params = with_sandbox_queue(JOBS[job][0], {}, sbx)
+                params = with_default_queue({}, pipeline_inputs(JOBS[job][0]), box.info["namespace"], sbx.api_client())
                 rows = {k: [] for k in KINDS}
                 for i in range(rounds):
                     for kind in (KINDS if i % 2 == 0 else tuple(reversed(KINDS))):

@@ -92,14 +92,15 @@ def cost(reqs: list[dict], create, admitted, ready, delete) -> dict:
 
 
 def run(rounds: int = 2, endings=tuple(ENDINGS)) -> dict:
-    from kfp_ray.pipelines.run_local import with_sandbox_queue
+    from kfp_ray.pipelines.cli_args import pipeline_inputs
+    from kfp_ray.pipelines.queue_default import with_default_queue
     from kfp_ray_sandbox.client import SandboxClient
 
     rows: dict[str, list] = {e: [] for e in endings}
     with harness.sandbox() as box:
         sbx = SandboxClient(box.info)
         runs = harness.Pipelines(box)
-        params = with_sandbox_queue("ray_training", {}, sbx)
+        params = with_default_queue({}, pipeline_inputs("ray_training"), box.info["namespace"], sbx.api_client())
         with harness.Observer(sbx, box.info["namespace"]) as obs:
             for i in range(rounds):
                 for ending in (endings if i % 2 == 0 else tuple(reversed(endings))):

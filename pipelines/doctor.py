@@ -4,6 +4,10 @@ per check, each failure with its fix. Exit code 1 when any check fails.
   kubernetes API           the kubeconfig's cluster answers, and who you are
   Ray / Kueue / CodeFlare  the APIs that RHOAI's ray, kueue and codeflare components serve
   LocalQueue, ClusterQueue the namespace's queue, its ClusterQueue, quota and usage (if readable)
+  default queue            WARN when a run started without local_queue (from the dashboard or
+                           kfp.Client) would wait for a queue that does not exist: pipeline-runner
+                           may not read Kueue, so its provision task can only use the LocalQueue
+                           named `default`
   data connection, bucket  the secret, its keys, and its bucket reachable with them
   pipelines route, API     the DSPA's route, and its API answering through the auth proxy
   pipeline-runner access   every verb kfp-ray's tasks use, asked for the DSPA's pipeline-runner
@@ -21,6 +25,7 @@ from kfp_ray.diagnose import condition
 
 from . import connection
 from .connection import kubeconfig_path
+from .queue_default import default_of
 
 TIMEOUT = (5.0, 30.0)
 DATA_CONNECTION = "aws-connection-minio"  # the pipelines' default `data_connection`
@@ -36,17 +41,18 @@ APIS = [  # name, group, version, resources, fix
      "puts the Ray dashboard behind OAuth and the Ray client port behind mTLS)"),
 ]
 DEFAULT_QUEUE = "kueue.x-k8s.io/default-queue"
+NAMED_DEFAULT = "default"
 
 
 @dataclass
 class Check:
     name: str
-    status: str  # PASS, FAIL or SKIP
+    status: str  # PASS, FAIL, WARN (works, with a catch) or SKIP
     detail: str
     fix: str = ""
 
     def line(self) -> str:
-        fix = f" -- fix: {self.fix}" if self.fix and self.status == "FAIL" else ""
+        fix = f" -- fix: {self.fix}" if self.fix and self.status in ("FAIL", "WARN") else ""
         return f"{self.status:4}  {self.name}: {self.detail}{fix}"
 
 
@@ -66,7 +72,9 @@ def cmd_doctor(args) -> int:
         checks.append(check)
         print(check.line(), flush=True)
     failed = [c.name for c in checks if c.status == "FAIL"]
-    print(f"\n{len(checks) - len(failed)} of {len(checks)} checks passed" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    warned = [c.name for c in checks if c.status == "WARN"]
+    print(f"\n{len(checks) - len(failed)} of {len(checks)} checks passed" + (f"; failed: {', '.join(failed)}" if failed else "")
+          + (f"; warnings: {', '.join(warned)}" if warned else ""))
     return 1 if failed else 0
 
 
@@ -79,6 +87,7 @@ class Doctor:
         self.cluster_queue = ""
         self.dspa = ""
         self.conn = None
+        self.queues: list[dict] | None = None  # the namespace's LocalQueues, once listed
 
     def run(self):
         yield self.kubernetes()
@@ -89,9 +98,11 @@ class Doctor:
         if served["kueue.x-k8s.io"].status == "PASS":
             yield self.local_queue()
             yield self.cluster_queue_check()
+            yield self.default_queue()
         else:
             yield Check("LocalQueue", "SKIP", "no Kueue API")
             yield Check("ClusterQueue", "SKIP", "no Kueue API")
+            yield Check("default queue", "SKIP", "no Kueue API")
         secret = self.data_connection()
         yield secret[0]
         yield self.bucket(secret[1])
@@ -147,12 +158,9 @@ class Doctor:
         name = self.args.local_queue
         try:
             if not name:
-                queues = co.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", self.ns, "localqueues",
-                                                          _request_timeout=TIMEOUT)["items"]
+                queues = self._queues(co)
                 named = {q["metadata"]["name"]: q for q in queues}
-                marked = [n for n, q in named.items()
-                          if (q["metadata"].get("annotations") or {}).get(DEFAULT_QUEUE) == "true"]
-                name = "default" if "default" in named else (marked[0] if marked else "")
+                name = default_of(queues) or ""  # as run/submit/schedule choose it
                 if not name:
                     return Check("LocalQueue", "FAIL", f"namespace {self.ns} has no default LocalQueue"
                                  + (f" (it has {', '.join(sorted(named))})" if named else " (it has none)"),
@@ -174,6 +182,58 @@ class Doctor:
             return Check("LocalQueue", "FAIL", f"{name} is inactive: {active.get('reason')}: {active.get('message')}",
                          f"make its ClusterQueue {self.cluster_queue} exist and be active")
         return Check("LocalQueue", "PASS", f"{name} in {self.ns}, ClusterQueue {self.cluster_queue}")
+
+    def _queues(self, co) -> list[dict]:
+        if self.queues is None:
+            self.queues = co.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", self.ns, "localqueues",
+                                                           _request_timeout=TIMEOUT)["items"]
+        return self.queues
+
+    def default_queue(self) -> Check:
+        """Is there a LocalQueue named `default`, the one a provision task that may not read
+        Kueue uses when a run gives no local_queue?"""
+        name = "default queue"
+        if self.api is None:
+            return self._skipped(name)
+        from kubernetes import client
+
+        try:
+            queues = self._queues(client.CustomObjectsApi(self.api))
+        except Exception as exc:  # noqa: BLE001
+            if getattr(exc, "status", 0) == 403:
+                return Check(name, "SKIP", f"{self.user} may not list LocalQueues in {self.ns}")
+            return Check(name, "SKIP", _why(exc))
+        if any(q["metadata"]["name"] == NAMED_DEFAULT for q in queues):
+            return Check(name, "PASS", f"LocalQueue {NAMED_DEFAULT} exists: a run without local_queue uses it")
+        runner = self._runner_may("kueue.x-k8s.io", "localqueues", "list")
+        found = default_of(queues)
+        if runner and found:
+            return Check(name, "PASS", f"no LocalQueue {NAMED_DEFAULT}, but pipeline-runner may list LocalQueues: a run "
+                                       f"without local_queue finds {found}")
+        return Check(name, "WARN",
+                     f"{self.ns} has no LocalQueue named {NAMED_DEFAULT}: a run started without local_queue from the "
+                     f"dashboard or kfp.Client waits for LocalQueue {NAMED_DEFAULT}, which does not exist, until its "
+                     "admission_timeout" + (" (pipeline-runner may not list LocalQueues to find "
+                                            f"{found or 'another'})" if runner is False else ""),
+                     f"set local_queue={found or '<name>'} on such runs (kfp-ray run/submit/schedule pass it for you), "
+                     f"create a LocalQueue named {NAMED_DEFAULT}, or let pipeline-runner read Kueue (part 1 of "
+                     "deploy/rbac-kfp-ray.yaml)")
+
+    def _runner_may(self, group: str, resource: str, verb: str) -> bool | None:
+        """May the DSPA's pipeline-runner do it here (asked impersonating it); None if unknown."""
+        from kubernetes import client
+
+        dspa = self.dspa or (_dspa_names(self.api, self.ns) or ["dspa"])[0]
+        api = client.ApiClient(self.api.configuration)
+        api.set_default_header("Impersonate-User", f"system:serviceaccount:{self.ns}:pipeline-runner-{dspa}")
+        try:
+            review = client.AuthorizationV1Api(api).create_self_subject_access_review(
+                {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                 "spec": {"resourceAttributes": {"namespace": self.ns, "group": group, "resource": resource,
+                                                 "verb": verb}}}, _request_timeout=TIMEOUT)
+        except Exception:  # noqa: BLE001 - may not impersonate it: unknown
+            return None
+        return bool(review.status.allowed)
 
     def cluster_queue_check(self) -> Check:
         if self.api is None or not self.cluster_queue:

@@ -18,6 +18,7 @@ from pathlib import Path
 from . import connection, registry
 from .cli_args import UsageError, need_pipeline, parse_params, pipeline_inputs
 from .connection import Connection
+from .queue_default import with_default_queue
 
 EXPERIMENT = "kfp-ray"
 TIMEOUT_S = 1800.0  # the whole run
@@ -65,7 +66,8 @@ def _run(args, box, compiled: Path, params: dict, started: float) -> int:
     from .follow import Follower
 
     sbx = SandboxClient(box.info)
-    params = with_sandbox_queue(args.name, params, sbx)
+    # the user's credentials (the sandbox's admin) find the default queue pipeline-runner cannot
+    params = with_default_queue(params, pipeline_inputs(args.name), box.info["namespace"], sbx.api_client())
     conn = Connection(box.info["pipelines_api"], sbx.token(), box.info["ca_file"], "the sandbox")
     connection.check(conn)
     client = conn.client()
@@ -127,24 +129,3 @@ def download(s3, bucket: str, prefix: str, into: Path) -> None:
             target = into / o["Key"][len(prefix):]
             target.parent.mkdir(parents=True, exist_ok=True)
             s3.download_file(bucket, o["Key"], str(target))
-
-
-def with_sandbox_queue(name: str, params: dict, client) -> dict:
-    """Without local_queue the provision task uses the namespace's default LocalQueue, and
-    as pipeline-runner (no Kueue access) the one named `default`. Where the sandbox has no
-    `default`, give its default-queue LocalQueue explicitly, as a user would on a cluster."""
-    if params.get("local_queue") or "local_queue" not in pipeline_inputs(name):
-        return params
-    from kubernetes import client as k8s
-
-    queues = k8s.CustomObjectsApi(client.api_client()).list_namespaced_custom_object(
-        "kueue.x-k8s.io", "v1beta1", client.namespace, "localqueues")["items"]
-    if any(q["metadata"]["name"] == "default" for q in queues):
-        return params
-    annotated = [q["metadata"]["name"] for q in queues
-                 if (q["metadata"].get("annotations") or {}).get("kueue.x-k8s.io/default-queue") == "true"]
-    if not annotated:
-        return params
-    print(f"==> local_queue={annotated[0]} (the sandbox's default LocalQueue: pipeline-runner may not list "
-          "LocalQueues, and there is none named `default`)", flush=True)
-    return {**params, "local_queue": annotated[0]}

@@ -13,6 +13,7 @@ import re
 
 from . import connection, package
 from .cli_args import UsageError, cron_fields, parse_params
+from .queue_default import with_default_queue
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -47,6 +48,7 @@ def cmd_schedule(args) -> int:
         raise UsageError(f"--max-concurrency {args.max_concurrency}: KFP takes 1 to 10")
     with package.resolve(args) as pkg:
         params = parse_params(pkg.name, args.param or [], pkg.inputs())
+        params = with_default_queue(params, pkg.inputs(), args.namespace)
         client = connection.connect(args)
         experiment = client.create_experiment(args.experiment)
         rr = client.create_recurring_run(

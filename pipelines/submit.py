@@ -13,6 +13,7 @@ import time
 
 from . import connection, package
 from .cli_args import parse_params
+from .queue_default import with_default_queue
 
 WAIT_TIMEOUT_S = 24 * 3600.0
 
@@ -33,6 +34,7 @@ def add_parser(sub) -> None:
 def cmd_submit(args) -> int:
     with package.resolve(args) as pkg:
         params = parse_params(pkg.name, args.param or [], pkg.inputs())  # checked before anything is sent
+        params = with_default_queue(params, pkg.inputs(), args.namespace)
         client = connection.connect(args)
         experiment = client.create_experiment(args.experiment)  # get-or-create by name
         run = client.run_pipeline(experiment.experiment_id,

@@ -187,7 +187,7 @@ class Sandbox:
                              namespace=NAMESPACE, s3_endpoint=self.s3.endpoint)
         self.pipelines_api.engine = self.engine
         self.pipelines_api.start_scheduler()
-        self.pipelines_http = HttpServer(OAuthProxy(self.pipelines_api, self.auth, NAMESPACE), port=free_port(),
+        self.pipelines_http = HttpServer(OAuthProxy(self.pipelines_api, self.auth, NAMESPACE, policy=self.api.policy), port=free_port(),
                                          tls=self.ca.server_context())
         self.pipelines_http.start()
         self._publish_dspa()

@@ -63,6 +63,7 @@ CORE_KINDS = {
                                      "LocalSubjectAccessReview"],
     ("authentication.k8s.io", "v1"): ["SelfSubjectReview", "TokenReview", "TokenRequest"],
     ("policy", "v1"): ["Eviction"],
+    ("rbac.authorization.k8s.io", "v1"): ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"],
 }
 META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 META_DEFS = ["Status", "DeleteOptions", "WatchEvent", "Patch", "APIResourceList", "APIGroupList", "APIGroup",

@@ -65,7 +65,8 @@ def provision_ray_cluster(
         namespace: Namespace; empty uses the pipeline's own (no other: the dashboard is
             reachable only from the cluster's own namespace).
         local_queue: Kueue LocalQueue; empty uses the namespace's default-queue LocalQueue,
-            else the one named "default" (also when LocalQueues are not readable).
+            else the one named "default"; where LocalQueues are not readable (RHOAI's
+            pipeline-runner) always "default" (kfp-ray run/submit/schedule pass the default).
         num_workers: Number of Ray worker pods (0 for a head-only cluster).
         head_cpu: CPU request of the head, e.g. "1" or "500m".
         head_memory: Memory request of the head, e.g. "4Gi".

@@ -124,6 +124,9 @@ def call(fn, *args, what: str, attempts: int = 6, deadline: float | None = None,
 # allowed, never needed (RHOAI's pipeline-runner role has no kueue.x-k8s.io access).
 PIPELINE_RUNNER_NEEDS = (
     *(("ray.io", "rayclusters", v) for v in ("create", "get", "list", "patch", "delete")),
+    # lifecycle=rayjob: run_ray_job creates, reads, renews (patch) and deletes its RayJob; the
+    # project's sweeper (kfp_ray_gc) lists them
+    *(("ray.io", "rayjobs", v) for v in ("create", "get", "list", "patch", "delete")),
     ("", "pods", "list"), ("", "pods/log", "get"), ("", "services", "get"), ("", "secrets", "get"),
     ("", "secrets", "list"),  # run_ray_driver finds the cluster's CA secret by label
 )

@@ -122,6 +122,7 @@ class _Wait:
         self.last_progress = -PROGRESS_EVERY
         self.pods_listed: float | None = None
         self.reason_read = -REASON_EVERY
+        self.said_blind = False
 
     # --- the loop ------------------------------------------------------------------
     def run(self) -> Waited:
@@ -177,7 +178,19 @@ class _Wait:
                           f"({ev.reason}: {ev.message}): it will not be admitted again. {PODS_READY_CAUSE}. "
                           f"Fix: {PODS_READY_FIX}")
         log(f"queued: waiting for Kueue admission in LocalQueue {self.queue} ({self.spent['queued']:.0f}s)"
-            + (f" - {self.why}" if self.why else ""))
+            + (f" - {self.why}" if self.why else "") + ("" if self.kueue.readable else self.blind()))
+
+    def blind(self) -> str:
+        """Said on each queued line while Kueue is unreadable (RHOAI's pipeline-runner): the
+        suspended cluster is all it sees, whether the queue is full or does not exist. The
+        first line says how to tell."""
+        if self.said_blind:
+            return " - a missing LocalQueue would look the same (see above)"
+        self.said_blind = True
+        return (f" - this service account may not read Kueue, so a LocalQueue that does not exist and a full one look "
+                f"the same from here: check `oc get localqueue {self.queue} -n {self.ns}` (or `kfp-ray doctor`), set "
+                "local_queue to a queue that exists, or let pipeline-runner read Kueue (deploy/rbac-kfp-ray.yaml, "
+                "part 1) to see Kueue's own reason")
 
     def started(self, rc: dict, now: float) -> bool:
         self.cluster_name = self.target.cluster_name(rc)
@@ -250,6 +263,8 @@ class _Wait:
             return AdmissionTimeout(
                 f"{self.kind} {self.name!r} was not admitted by Kueue within {self.budget['queued']:.0f}s "
                 f"(LocalQueue {self.queue!r}{self.queue_note})" + (f": {self.why}" if self.why else "")
+                + ("" if self.kueue.readable else ": this service account may not read Kueue, so it cannot tell a "
+                   "LocalQueue that does not exist from a full one")
                 + f". Fix: check that LocalQueue {self.queue!r} exists (`oc get localqueues -n {self.ns}`), raise "
                   "admission_timeout to wait longer, request fewer resources, or ask for more quota")
         return StartupTimeout(

@@ -63,11 +63,21 @@ class Authenticator:
             ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"])
         self.by_token = {i.token: i for i in (self.admin, self.pipeline_runner)}
 
+    def issue(self, namespace: str, name: str) -> str:
+        """A new token for a ServiceAccount (TokenRequest). The sandbox's own accounts keep their
+        fixed rules; any other account may do only what RBAC objects bind to it."""
+        user = f"system:serviceaccount:{namespace}:{name}"
+        known = next((i for i in (self.admin, self.pipeline_runner) if i.user == user), None)
+        who = Identity(user, secrets.token_urlsafe(32), list(known.rules) if known else [],
+                       ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"])
+        self.by_token[who.token] = who
+        return who.token
+
     def service_account_token(self, namespace: str, name: str) -> str | None:
         """A token for a pod running as that service account (the kubelet mounts it); only the
         accounts the sandbox knows have one (the pipeline runner)."""
         user = f"system:serviceaccount:{namespace}:{name}"
-        return next((i.token for i in self.by_token.values() if i.user == user), None)
+        return next((i.token for i in list(self.by_token.values()) if i.user == user), None)
 
     def as_user(self, user: str) -> Identity:
         """Who `user` is when impersonated: one of the sandbox's identities, else a user with

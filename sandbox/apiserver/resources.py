@@ -98,7 +98,8 @@ CORE = [
     _core("secrets", "Secret"),
     _core("configmaps", "ConfigMap", short=["cm"]),
     _core("events", "Event", short=["ev"]),
-    _core("serviceaccounts", "ServiceAccount", short=["sa"]),
+    # serviceaccounts/token: TokenRequest (`oc create token`), answered, never stored (reviews.py)
+    _core("serviceaccounts", "ServiceAccount", subresources=["token"], short=["sa"]),
     _core("nodes", "Node", namespaced=False, subresources=["status"], short=["no"]),
 ]
 
@@ -108,6 +109,13 @@ REVIEWS = [
     ResourceType("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False, verbs=("create",)),
     ResourceType("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False, verbs=("create",)),
 ]
+
+# RBAC objects an admin applies (deploy/rbac-kfp-ray.yaml); the authorizer reads them (policy.py).
+# No OpenAPI definitions for them in openapi-core.json: stored as given, like a schemaless type.
+RBAC = [ResourceType("rbac.authorization.k8s.io", "v1", plural, kind, namespaced)
+        for plural, kind, namespaced in (("roles", "Role", True), ("rolebindings", "RoleBinding", True),
+                                         ("clusterroles", "ClusterRole", False),
+                                         ("clusterrolebindings", "ClusterRoleBinding", False))]
 
 ROUTE = ResourceType("route.openshift.io", "v1", "routes", "Route", True, ("status",),
                      schema=builtin_schema("route.openshift.io", "v1", "Route"))
@@ -141,7 +149,7 @@ class Registry:
     """Lookup of served resource types by (group, version, plural)."""
 
     def __init__(self, openshift: bool = True):
-        types = list(CORE) + list(crd_types()) + list(REVIEWS)
+        types = list(CORE) + list(crd_types()) + list(REVIEWS) + list(RBAC)
         if openshift:
             types.append(ROUTE)
         self.types = types
@@ -196,9 +204,11 @@ class Registry:
                               "kind": t.kind, "verbs": list(t.verbs), "shortNames": list(t.short_names),
                               **({"categories": list(t.categories)} if t.categories else {})})
             for sub in t.subresources:
-                verbs = ["get"] if sub == "log" else ["get", "patch", "update"]
+                verbs = {"log": ["get"], "token": ["create"]}.get(sub, ["get", "patch", "update"])
+                kind = {"log": "Pod", "token": "TokenRequest"}.get(sub, t.kind)
                 resources.append({"name": f"{t.plural}/{sub}", "singularName": "", "namespaced": t.namespaced,
-                                  "kind": "Pod" if sub == "log" else t.kind, "verbs": verbs})
+                                  "kind": kind, "verbs": verbs, **({"group": "authentication.k8s.io", "version": "v1"}
+                                                                  if sub == "token" else {})})
         return {"kind": "APIResourceList", "apiVersion": "v1",
                 "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
 

@@ -5,7 +5,8 @@
 - authorization.k8s.io/v1 SelfSubjectRulesReview: the rules that apply in a namespace.
 - authentication.k8s.io/v1 SelfSubjectReview: the user as the authenticator saw it.
 
-The rules are the identity's (sandbox/apiserver/rbac.py) plus the bootstrap policy every
+The rules are the identity's (sandbox/apiserver/rbac.py), the RBAC objects applied through the
+API (policy.py), plus the bootstrap policy every
 cluster binds to `system:authenticated` (system:basic-user, system:discovery,
 system:public-info-viewer). Matching follows plugin/pkg/auth/authorizer/rbac (RuleAllows),
 reasons follow pkg/registry/rbac/validation/rule.go's binding describers (v1.31).
@@ -123,24 +124,26 @@ def bindings_for(identity: Identity) -> list[Binding]:
     return out
 
 
-def _applicable(identity: Identity, namespace: str | None) -> list[Binding]:
-    """Cluster role bindings always; role bindings only inside their namespace."""
-    return [b for b in bindings_for(identity) if b.kind == "ClusterRoleBinding" or (namespace and b.namespace == namespace)]
+def _applicable(identity: Identity, namespace: str | None, policy=None) -> list[Binding]:
+    """Cluster role bindings always; role bindings only inside their namespace. `policy`: the
+    RBAC objects applied through the API (policy.StoredPolicy), after the identity's own."""
+    every = bindings_for(identity) + (policy.bindings(identity) if policy is not None else [])
+    return [b for b in every if b.kind == "ClusterRoleBinding" or (namespace and b.namespace == namespace)]
 
 
-def authorize(identity: Identity, attrs: dict) -> tuple[bool, str]:
+def authorize(identity: Identity, attrs: dict, policy=None) -> tuple[bool, str]:
     """(allowed, reason) for request attributes: {verb, group, resource, subresource, name,
     namespace} for resource requests, {verb, path} for non-resource ones."""
-    for b in _applicable(identity, attrs.get("namespace") or None):
+    for b in _applicable(identity, attrs.get("namespace") or None, policy):
         if any(rule.allows(attrs) for rule in b.rules):
             return True, f"RBAC: allowed by {b.describe()}"
     # The RBAC authorizer has no opinion and no reason; the node authorizer neither: denied, "".
     return False, ""
 
 
-def rules_for(identity: Identity, namespace: str) -> tuple[list[dict], list[dict]]:
+def rules_for(identity: Identity, namespace: str, policy=None) -> tuple[list[dict], list[dict]]:
     resource, non_resource = [], []
-    for b in _applicable(identity, namespace):
+    for b in _applicable(identity, namespace, policy):
         for rule in b.rules:
             (non_resource if rule.non_resource_urls else resource).append(rule.to_json())
     return resource, non_resource
@@ -162,7 +165,7 @@ def _empty_meta(obj: dict) -> bool:
     return not any(v not in (None, "", {}, [], 0) for v in meta.values())
 
 
-def access_review(identity: Identity, body: dict) -> dict:
+def access_review(identity: Identity, body: dict, policy=None) -> dict:
     """SelfSubjectAccessReview: validate as ValidateSelfSubjectAccessReview, then authorize."""
     spec = body.get("spec") or {}
     res, non = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
@@ -181,7 +184,7 @@ def access_review(identity: Identity, body: dict) -> dict:
                  "namespace": res.get("namespace", "")}
     else:
         attrs = {"verb": non.get("verb", ""), "path": non.get("path", "")}
-    allowed, reason = authorize(identity, attrs)
+    allowed, reason = authorize(identity, attrs, policy)
     status: dict = {"allowed": allowed}
     if reason:
         status["reason"] = reason
@@ -189,12 +192,12 @@ def access_review(identity: Identity, body: dict) -> dict:
             "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
 
 
-def rules_review(identity: Identity, body: dict) -> dict:
+def rules_review(identity: Identity, body: dict, policy=None) -> dict:
     spec = body.get("spec") or {}
     namespace = spec.get("namespace") or ""
     if not namespace:
         raise ApiError(400, "BadRequest", "no namespace on request")
-    resource, non_resource = rules_for(identity, namespace)
+    resource, non_resource = rules_for(identity, namespace, policy)
     return {"kind": "SelfSubjectRulesReview", "apiVersion": "authorization.k8s.io/v1",
             "metadata": {"creationTimestamp": None}, "spec": spec,
             "status": {"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": False}}

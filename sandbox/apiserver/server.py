@@ -24,6 +24,7 @@ from werkzeug.datastructures import EnvironHeaders
 from . import defaults, errors, openapi, patch, protobuf, reviews, schema, tables
 from .errors import ApiError
 from .http import HttpServer, reset_connection
+from .policy import StoredPolicy
 from .rbac import DISCOVERY_PREFIXES, Authenticator, Identity
 from .resources import Registry, ResourceType
 from .selectors import field_matcher, label_matcher
@@ -71,6 +72,7 @@ class ApiServer:
         self.audit = AuditLog(audit_path)
         # Defaulting and the built-in admission plugins (ServiceAccount, Priority, ...) come
         # first, as kube-apiserver decodes and defaults before any webhook sees the object.
+        self.policy = StoredPolicy(store, registry)  # the RBAC objects applied through the API
         self.defaulter = defaults.Defaulter(store, registry)
         self.admission: list[Admission] = [self.defaulter.admit]
         self.log_provider: Callable[[str, str, dict], str] | None = None
@@ -334,8 +336,8 @@ class _Call:
                 "PATCH": "patch", "DELETE": "delete" if name else "deletecollection"}[method]
         if method == "GET" and not name and (query.get("watch") or [""])[0] in ("1", "t", "T", "true", "TRUE", "True"):
             verb = "watch"
-        if method == "POST" and name:
-            raise errors.method_not_allowed()
+        if (method == "POST" and name and sub != "token") or (sub == "token" and method != "POST"):
+            raise errors.method_not_allowed()  # serviceaccounts/NAME/token: create only (TokenRequest)
         if method in ("PUT", "PATCH") and not name:
             raise errors.method_not_allowed()
         if verb not in rt.verbs:  # reviews are create-only
@@ -343,7 +345,7 @@ class _Call:
         resource = f"{plural}/{sub}" if sub else plural
         self._verb = verb
         allowed, _ = reviews.authorize(who, {"verb": verb, "group": group, "resource": plural, "subresource": sub or "",
-                                             "name": name or "", "namespace": namespace or ""})
+                                             "name": name or "", "namespace": namespace or ""}, self.api.policy)
         if not allowed:
             raise errors.forbidden(who.user, verb, rt, resource, name, namespace)
         handler = getattr(self, f"_{verb}")
@@ -458,6 +460,9 @@ class _Call:
         if rt.verbs == ("create",):
             self._review(rt, obj, who)
             return
+        if sub == "token":
+            self._token_request(namespace, name, obj)
+            return
         dry = _dry_run(query, "CreateOptions")
         meta = obj.setdefault("metadata", {})
         if rt.namespaced:
@@ -473,12 +478,23 @@ class _Call:
         created = self.api.store.create(rt, obj, dry_run=dry)
         self._send(201, created, headers=_warning_headers(warnings))
 
+    def _token_request(self, namespace: str, name: str, body: dict):
+        """TokenRequest (`oc create token NAME`): a bearer token for an existing ServiceAccount.
+        It authenticates as system:serviceaccount:NS:NAME with that account's groups; what it
+        may do is what RBAC binds to it. The sandbox's tokens do not expire."""
+        self.api.store.get(self.api.registry.get("", "serviceaccounts"), namespace, name)  # 404 if none
+        token = self.api.auth.issue(namespace, name)
+        spec = {"audiences": [], "expirationSeconds": 3600, **(body.get("spec") or {})}
+        self._send(201, {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+                         "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None}, "spec": spec,
+                         "status": {"token": token, "expirationTimestamp": "2099-01-01T00:00:00Z"}})
+
     def _review(self, rt, body: dict, who):
         """Self reviews are answered, not stored (SelfSubject{Access,Rules}Review, SelfSubjectReview)."""
         if rt.plural == "selfsubjectaccessreviews":
-            answer = reviews.access_review(who, body)
+            answer = reviews.access_review(who, body, self.api.policy)
         elif rt.plural == "selfsubjectrulesreviews":
-            answer = reviews.rules_review(who, body)
+            answer = reviews.rules_review(who, body, self.api.policy)
         else:
             sa = reviews.service_account_of(who)
             obj = self.api.store.find(self.api.registry.get("", "serviceaccounts"), *sa) if sa else None
@@ -540,7 +556,7 @@ class _Call:
                         raise errors.bad_request("the body of the request was invalid: a merge patch must be a JSON object")
                     new = patch.merge_patch(current, body)
                 elif ctype == "application/strategic-merge-patch+json":
-                    if rt.group:
+                    if not rt.builtin:  # CRDs take no strategic merge patch
                         raise errors.unsupported_media_type(ctype)
                     new = patch.strategic_merge_patch(current, body)
                 else:

@@ -21,6 +21,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from ..apiserver.reviews import authorize
 from . import listing
 from .dag import DONE
 from .store import PipelineStore, parse_package
@@ -319,9 +320,12 @@ def _recurring(rr: dict) -> dict:
 class OAuthProxy:
     """RHOAI 2.x's oauth-proxy in front of `upstream` (module docstring)."""
 
-    def __init__(self, upstream, authenticator, namespace: str, oauth_server: str = "https://oauth-openshift.apps.sandbox"):
+    def __init__(self, upstream, authenticator, namespace: str, oauth_server: str = "https://oauth-openshift.apps.sandbox",
+                 policy=None):
+        """policy: the RBAC objects applied to the API server (its SubjectAccessReview sees them)."""
         self.upstream = upstream
         self.auth = authenticator
+        self.policy = policy
         self.namespace = namespace
         self.oauth_server = oauth_server
 
@@ -339,7 +343,8 @@ class OAuthProxy:
                         f"&scope=user%3Ainfo+user%3Acheck-access&state=sandbox%3A{quote(rd, safe='')}")
             return Response("", status=302, headers={"Location": location})(environ, start_response)
         who = self.auth.identify(request.headers.get("Authorization"))
-        if who is None or not who.can("route.openshift.io", "routes", "get", self.namespace):
+        if who is None or not authorize(who, {"verb": "get", "group": "route.openshift.io", "resource": "routes",
+                                              "namespace": self.namespace}, self.policy)[0]:
             page = LOGIN_PAGE.format(rd=request.full_path.rstrip("?").replace('"', "&quot;"))
             response = Response(page, status=403, content_type="text/html; charset=utf-8")
             response.set_cookie("_oauth_proxy", "", expires=0, path="/", secure=True, httponly=True)

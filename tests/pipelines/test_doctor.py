@@ -28,7 +28,7 @@ def doctor(box, monkeypatch, capsys):
         lines = {}
         for line in out.splitlines():
             status, _, rest = line.partition("  ")
-            if status.strip() in ("PASS", "FAIL", "SKIP"):
+            if status.strip() in ("PASS", "FAIL", "SKIP", "WARN"):
                 name, _, detail = rest.strip().partition(": ")
                 detail, _, fix = detail.partition(" -- fix: ")
                 lines[name] = f"{status.strip()} {detail}"
@@ -42,14 +42,38 @@ def test_a_healthy_sandbox_passes_every_check(doctor, box):
     code, lines = doctor()
     assert code == 0, lines
     assert list(lines) == ["kubernetes API", "Ray API", "Kueue API", "CodeFlare API", "LocalQueue", "ClusterQueue",
-                           "data connection", "bucket", "pipelines route", "pipelines API", "pipeline-runner access"]
-    assert all(v.startswith("PASS") for v in lines.values()), lines
+                           "default queue", "data connection", "bucket", "pipelines route", "pipelines API",
+                           "pipeline-runner access"]
+    assert all(v.startswith("PASS") for k, v in lines.items() if k != "default queue"), lines
     assert f"{box.info['local_queue']} in sandbox, ClusterQueue" in lines["LocalQueue"]
     assert " used" in lines["ClusterQueue"] and "cpu " in lines["ClusterQueue"]  # usage against quota
     assert lines["pipelines route"] == f"PASS {box.info['pipelines_api']}"  # found from the DSPA's Route
     secret = base64.b64decode(k8s.CoreV1Api(_admin(box)).read_namespaced_secret(
         box.info["data_connection"], "sandbox").data["AWS_SECRET_ACCESS_KEY"]).decode()
     assert secret not in "".join(lines.values())
+
+
+def test_a_project_without_a_queue_named_default_is_warned_about_runs_without_local_queue(doctor, box):
+    """The seeds' project: LocalQueue local-queue-test annotated default, none named `default`.
+    pipeline-runner may not read Kueue, so a run from the dashboard without local_queue waits
+    for `default`; doctor says so (a warning: kfp-ray's own commands pass the queue)."""
+    code, lines = doctor()
+    assert code == 0
+    assert lines["default queue"] == (
+        "WARN sandbox has no LocalQueue named default: a run started without local_queue from the dashboard or "
+        "kfp.Client waits for LocalQueue default, which does not exist, until its admission_timeout (pipeline-runner "
+        "may not list LocalQueues to find local-queue-test)")
+    assert doctor.fixes["default queue"].startswith("set local_queue=local-queue-test on such runs")
+    co = k8s.CustomObjectsApi(_admin(box))
+    co.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", "sandbox", "localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": "default"},
+        "spec": {"clusterQueue": "cluster-queue"}})
+    try:
+        code, lines = doctor()
+        assert lines["default queue"] == "PASS LocalQueue default exists: a run without local_queue uses it"
+        assert lines["LocalQueue"].startswith("PASS local-queue-test in sandbox")  # the annotated one still leads
+    finally:
+        co.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", "sandbox", "localqueues", "default")
 
 
 def _admin(box):

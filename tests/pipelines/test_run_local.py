@@ -20,8 +20,8 @@ def test_xgboost_tune_through_the_cli(tmp_path):
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     out = run.stdout
     assert "xgboost_tune: SUCCEEDED" in out
-    # local_queue left empty: the sandbox (seed layout) has no `default` LocalQueue, so the CLI names its default one
-    assert "==> local_queue=local-queue-test (the sandbox's default LocalQueue" in out
+    # local_queue left empty: the CLI passes the project's default LocalQueue (the seed layout has no `default`)
+    assert "==> local_queue=local-queue-test: the default LocalQueue of sandbox (annotated" in out
     assert "queued: waiting" in out or "admitted by Kueue" in out  # live progress: queue, start, job logs
     assert "best trial" in out
     m = summary_metrics(out)

@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def server_env(box, monkeypatch):
-    """What a user sets after `oc login`: the route and the token, here the sandbox's."""
+    """What a user has after `oc login` (a kubeconfig) and sets: the route and the token, here the sandbox's."""
     token = SandboxClient(box.info).token()
+    monkeypatch.setenv("KUBECONFIG", box.info["kubeconfig"])
     monkeypatch.setenv("KFP_HOST", box.info["pipelines_api"])
     monkeypatch.setenv("KFP_TOKEN", token)
     monkeypatch.setenv("KFP_CA_BUNDLE", box.info["ca_file"])
@@ -70,10 +71,13 @@ def test_submit_wait_exits_0_on_success_and_1_on_failure_and_runs_get_lists_its_
 
 
 def test_runs_cancel_terminates_a_run_and_its_exit_handler_releases_the_cluster(box, sbx, server_env, kfp_client, capsys):
+    # no local_queue: submit passes the project's default (annotated; pipeline-runner could not find it)
     assert main(["submit", "ray_training", "--experiment", "cli", "--param", "entrypoint=sleep 600",
-                 "--param", f"local_queue={box.info['local_queue']}", "--param", "num_workers=0",
-                 "--param", "head_memory=2Gi"]) == 0
-    run_id = capsys.readouterr().out.split("submitted run ", 1)[1].split()[0]
+                 "--param", "num_workers=0", "--param", "head_memory=2Gi"]) == 0
+    out = capsys.readouterr().out
+    assert f"==> local_queue={box.info['local_queue']}: the default LocalQueue of sandbox (annotated" in out
+    run_id = out.split("submitted run ", 1)[1].split()[0]
+    assert kfp_client.get_run(run_id).runtime_config.parameters["local_queue"] == box.info["local_queue"]
     assert main(["runs", "cancel", run_id, "--wait"]) == 0
     assert f"run {run_id} FAILED" in capsys.readouterr().out  # KFP on Argo: a terminated run ends FAILED
     co = k8s.CustomObjectsApi(sbx.api_client())
@@ -92,6 +96,13 @@ def test_schedule_creates_a_recurring_run_and_refuses_a_5_field_cron_before_send
         rr = kfp_client.get_recurring_run(rr_id)
         assert (rr.display_name, rr.trigger.cron_schedule.cron, rr.no_catchup, rr.max_concurrency, rr.status) == \
             ("nightly-gc", "0 0 3 * * *", True, "1", "ENABLED")
+    finally:
+        kfp_client.delete_recurring_run(rr_id)
+    # a training pipeline's schedule gets the project's default queue, as submit's runs do
+    assert main(["schedule", "ray_training", "--cron", "0 0 3 1 1 *", "--param", "entrypoint=python t.py"]) == 0
+    rr_id = capsys.readouterr().out.split("recurring run ", 1)[1].split(":")[0]
+    try:
+        assert kfp_client.get_recurring_run(rr_id).runtime_config.parameters["local_queue"] == "local-queue-test"
     finally:
         kfp_client.delete_recurring_run(rr_id)
 
