@@ -83,7 +83,7 @@ def test_inputs_come_from_the_dag_inputs_upstream_outputs_and_constants():
     parent = {"pipelinechannel--samples": 6, "pipelinechannel--concurrent_trials": 3, "pipelinechannel--boosting_rounds": 60,
               "pipelinechannel--install_requirements": True, "pipelinechannel--extra_requirements": []}
     siblings = {"provision-ray-cluster": dag.Node("provision-ray-cluster", {}, {}, dag.SUCCEEDED,
-                                                  outputs={"dashboard_url": "http://head:8265", "cluster_name": "c"}),
+                                                  outputs={"dashboard_url": "http://head:8265", "cluster_name": "c", "namespace": "sandbox"}),
                 "stage-dataset": dag.Node("stage-dataset", {}, {}, dag.SUCCEEDED,
                                           outputs={"data_uri": "s3://b/d", "output_uri": "s3://b/o"})}
     params = dag.resolve_parameters(tasks["submit-ray-job"], parent, siblings)
