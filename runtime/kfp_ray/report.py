@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
 # Every colour below is checked against the white page (text and marks ≥ 4.5:1) by
@@ -125,7 +125,7 @@ def heat(shade: float) -> tuple[str, str]:
 def _clock(started_at: datetime | None, seconds: float) -> str:
     if started_at is None:
         return f"+{seconds:.1f} s"
-    t = started_at.astimezone(timezone.utc) + timedelta(seconds=seconds)
+    t = started_at.astimezone(UTC) + timedelta(seconds=seconds)
     return t.strftime("%H:%M:%S") + f" UTC (+{seconds:.1f} s)"
 
 
@@ -138,7 +138,7 @@ def timeline_svg(phases: list[Phase], started_at: datetime | None = None, width:
     left, row, top = 190, 26, 10
     height = top + row * len(phases) + 40
     scale = (width - left - 70) / total
-    since = f" since {started_at.astimezone(timezone.utc):%H:%M:%S} UTC" if started_at else ""
+    since = f" since {started_at.astimezone(UTC):%H:%M:%S} UTC" if started_at else ""
     parts = [f'<svg class="timeline" role="img" aria-labelledby="timeline-title" width="{width}" '
              f'height="{height}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">',
              f'<title id="timeline-title">Timeline: {len(phases)} rows at their real start and end times, '
@@ -147,10 +147,10 @@ def timeline_svg(phases: list[Phase], started_at: datetime | None = None, width:
         y = top + i * row
         x, w = left + p.start * scale, max((p.end - p.start) * scale, 2)
         color = BARS.get(p.state or p.name, BARS["running"])
-        parts.append(f'<text x="{left - 8}" y="{y + 16}" text-anchor="end" class="lbl">{_e(p.name)}</text>')
+        parts.append(f'<text x="{left - 8}" y="{y + 16}" text-anchor="end" class="lbl" fill="{INK}">{_e(p.name)}</text>')
         parts.append(f'<rect class="phase" data-phase="{_e(p.name)}" data-start="{p.start:.1f}" data-end="{p.end:.1f}" '
                      f'x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{row - 8}" rx="3" fill="{color}"></rect>')
-        parts.append(f'<text x="{x + w + 4:.1f}" y="{y + 16}" class="val">{p.end - p.start:.1f}s</text>')
+        parts.append(f'<text x="{x + w + 4:.1f}" y="{y + 16}" class="val" fill="{INK}">{p.end - p.start:.1f}s</text>')
     axis_y = top + row * len(phases) + 8
     parts.append(f'<line x1="{left}" y1="{axis_y}" x2="{left + total * scale:.1f}" y2="{axis_y}" class="axis"/>')
     for t in _ticks(total):
@@ -190,10 +190,10 @@ def durations_svg(durations: dict[str, float], width: int = 760) -> str:
     for i, (name, seconds) in enumerate(items):
         y = top + i * row
         w = max(seconds * scale, 2)
-        parts.append(f'<text x="{left - 8}" y="{y + 16}" text-anchor="end" class="lbl">{_e(name)}</text>'
+        parts.append(f'<text x="{left - 8}" y="{y + 16}" text-anchor="end" class="lbl" fill="{INK}">{_e(name)}</text>'
                      f'<rect class="duration" data-phase="{_e(name)}" x="{left}" y="{y + 3}" width="{w:.1f}" '
                      f'height="{row - 8}" rx="3" fill="{BARS.get(name, BARS["running"])}"></rect>'
-                     f'<text x="{left + w + 4:.1f}" y="{y + 16}" class="val">{seconds:.1f}s</text>')
+                     f'<text x="{left + w + 4:.1f}" y="{y + 16}" class="val" fill="{INK}">{seconds:.1f}s</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -248,12 +248,14 @@ def curves_svg(curves: dict[str, list[float]], steps: str, best: int | None, wid
         for i, v in enumerate(values):
             x, y = pt(i, v)
             parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"></circle>')
-        parts.append(f'<text x="{width - right + 10}" y="{top + 14 + 16 * k}" class="lbl" fill="{color}">{_e(name)}</text>')
+        y = top + 14 + 18 * k  # the legend: a swatch of the line, its name in its colour
+        parts.append(f'<line x1="{width - right + 8}" y1="{y - 4}" x2="{width - right + 26}" y2="{y - 4}" stroke="{color}" '
+                     f'stroke-width="3"/><text x="{width - right + 32}" y="{y}" class="lbl" fill="{color}">{_e(name)}</text>')
     if marked:
         x = left + best * sx
         parts.append(f'<line class="best" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{height - bottom}" '
                      f'stroke="{BEST}" stroke-dasharray="4 3"/>')
-        parts.append(f'<text x="{x - 4:.1f}" y="{height - bottom - 6}" text-anchor="end" class="best-label">'
+        parts.append(f'<text x="{x - 4:.1f}" y="{top + 10}" text-anchor="end" class="best-label">'
                      f'best {_e(steps)} {best + 1}</text>')
     parts.append("</svg>")
     return "".join(parts)
@@ -324,7 +326,7 @@ th{{background:#f3f3f3}} caption{{text-align:left;color:{MUTED};padding:2px 0}}
 a{{color:#1a55a8}} code,pre{{font-family:Menlo,Consolas,monospace;font-size:12px}}
 pre{{background:#f3f3f3;padding:10px;overflow:auto}}
 summary{{cursor:pointer;color:{MUTED}}}
-.lbl,.val{{font-size:12px;fill:{INK}}} .tick{{font-size:11px;fill:{MUTED}}} .axis{{stroke:{MUTED}}}
+.lbl,.val{{font-size:12px}} .tick{{font-size:11px;fill:{MUTED}}} .axis{{stroke:{MUTED}}}
 .best-label{{font-size:11px;fill:{BEST}}}
 """
 

@@ -6,7 +6,7 @@ effort: a single try with a request timeout, and what cannot be read is left out
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .wait import first_line
 
@@ -25,7 +25,7 @@ def task_timeline(run_id: str, namespace: str = ""):
         pods = postmortem.task_pods(run_id, ns)
     except Exception as exc:  # noqa: BLE001 - the report is best effort
         return [], None, f"the run's task pods could not be read ({type(exc).__name__}: {first_line(exc)[:200]})"
-    phases = postmortem.timeline(pods, now=datetime.now(timezone.utc))
+    phases = postmortem.timeline(pods, now=datetime.now(UTC))
     if not phases:
         return [], None, f"no task pod of run {run_id} was found (label pipeline/runid)"
     return phases, postmortem.started(pods), ""

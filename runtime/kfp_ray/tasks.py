@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC
 
 from . import cluster, jobs, kube, lease, rayclusters
 from .errors import Cancelled, InputError, InputErrors, Unreachable
@@ -449,7 +450,7 @@ def report_run(run_id: str, title: str = "Ray training run", namespace: str = ""
     itself; TERMINATED if the only failures are tasks stopped by a terminate (SIGTERM);
     SUCCEEDED if all the others succeeded; UNKNOWN when no pod could be read (the page says
     why). Never raises."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from . import postmortem
     from . import report as html
@@ -473,7 +474,7 @@ def report_run(run_id: str, title: str = "Ray training run", namespace: str = ""
     else:
         state = "UNKNOWN"
         problem = problem or f"No finished task pod of run {run_id} was found (label pipeline/runid)."
-    phases = postmortem.timeline(pods, now=datetime.now(timezone.utc))
+    phases = postmortem.timeline(pods, now=datetime.now(UTC))
     common = dict(run_id=run_id, title=title, status=state, phases=phases, started_at=postmortem.started(pods))
     if not failed:
         log(f"run report: {state}" + (f" ({problem})" if problem else ""))

@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import subprocess
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from kfp_ray.report import Phase, RunReport, render
 ROOT = Path(__file__).resolve().parents[2]
 AXE = ROOT / ".axe" / "node_modules" / "axe-core" / "axe.min.js"
 LABELS = ["T-shirt", "Trouser", "Pullover"]
-T0 = datetime(2026, 3, 2, 9, 30, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 9, 30, 0, tzinfo=UTC)
 
 
 def sample(**changes) -> RunReport:
@@ -248,19 +248,35 @@ def headless(chromium, tmp_path, *args) -> subprocess.CompletedProcess:
                            *args], capture_output=True, text=True, timeout=120)
 
 
-def axe_violations(chromium, axe, tmp_path, page: str, name: str) -> list[dict]:
-    """axe-core's violations on the page: axe.min.js and a runner put in after the page's own
-    content; the runner writes axe.run's result into the DOM, which Chromium dumps once the
-    virtual time budget lets the promise settle."""
-    runner = ("axe.run(document).then(r => r.violations, e => [{id: 'axe-error', help: String(e), nodes: []}])"
+# Each SVG text's computed fill and the fill of the rect under its centre (else the white
+# page): axe leaves SVG text's contrast "incomplete", so the test computes it.
+SVG_TEXT = """[...document.querySelectorAll('svg text')].map(t => {
+  const b = t.getBoundingClientRect();
+  const under = document.elementsFromPoint(b.x + b.width / 2, b.y + b.height / 2).find(e => e.tagName === 'rect');
+  return {text: t.textContent, fill: getComputedStyle(t).fill,
+          background: under ? getComputedStyle(under).fill : 'rgb(255, 255, 255)'};
+})"""
+
+
+def in_browser(chromium, axe, tmp_path, page: str, name: str) -> dict:
+    """axe-core's violations on the page, and its SVG texts' colours: axe.min.js and a runner put
+    in after the page's own content; the runner writes what it found into the DOM, which
+    Chromium dumps once the virtual time budget lets axe.run's promise settle."""
+    runner = (f"const svgText = {SVG_TEXT};"
+              "axe.run(document).then(r => r.violations, e => [{id: 'axe-error', help: String(e), nodes: []}])"
               ".then(v => { const out = document.createElement('pre'); out.id = 'axe-results';"
-              " out.textContent = JSON.stringify(v); document.body.appendChild(out); });")
+              " out.textContent = JSON.stringify({violations: v, svgText}); document.body.appendChild(out); });")
     file = tmp_path / f"{name}.html"
     file.write_text(page.replace("</body>", f'<script src="{axe.as_uri()}"></script><script>{runner}</script></body>'))
-    dom = headless(chromium, tmp_path, "--virtual-time-budget=30000", "--dump-dom", file.as_uri())
+    dom = headless(chromium, tmp_path, "--window-size=1000,5000", "--virtual-time-budget=30000", "--dump-dom",
+                   file.as_uri())
     found = re.search(r'<pre id="axe-results">(.*?)</pre>', dom.stdout, re.S)
     assert found, f"axe did not report on {name}: {dom.stderr[-2000:]}"
     return json.loads(htmllib.unescape(found.group(1)))
+
+
+def rgb(css: str) -> str:
+    return "#" + "".join(f"{int(c):02x}" for c in re.findall(r"\d+", css)[:3])
 
 
 def summary(violations: list[dict]) -> str:
@@ -277,8 +293,12 @@ def test_axe_finds_no_violation_in_any_kind_of_report(chromium, axe, tmp_path):
                                   timeline_note=""),
              "durations only": sample(phases=[], timeline_note="No timeline: the run's task pods could not be read.")}
     for name, r in pages.items():
-        violations = axe_violations(chromium, axe, tmp_path, render(r), name.replace(" ", "-"))
-        assert violations == [], f"{name}:\n{summary(violations)}"
+        found = in_browser(chromium, axe, tmp_path, render(r), name.replace(" ", "-"))
+        assert found["violations"] == [], f"{name}:\n{summary(found['violations'])}"
+        assert found["svgText"] or name == "terminated"
+        for t in found["svgText"]:  # as drawn: the CSS may not override a text's own fill
+            ratio = report.contrast(rgb(t["fill"]), rgb(t["background"]))
+            assert ratio >= 4.5, f"{name}: SVG text {t['text']!r} {t['fill']} on {t['background']}: {ratio:.2f}:1"
 
 
 def test_the_axe_check_can_fail(chromium, axe, tmp_path):
@@ -287,7 +307,7 @@ def test_the_axe_check_can_fail(chromium, axe, tmp_path):
     badge, as "incomplete": test_a_terminated_run_says_so_with_a_visible_badge covers that.)"""
     page = render(sample()).replace(' lang="en"', "").replace(
         'class="status SUCCEEDED"', 'class="status" style="background:#2e9d5b"')
-    ids = {v["id"] for v in axe_violations(chromium, axe, tmp_path, page, "broken")}
+    ids = {v["id"] for v in in_browser(chromium, axe, tmp_path, page, "broken")["violations"]}
     assert {"html-has-lang", "color-contrast"} <= ids, ids
 
 
@@ -305,7 +325,7 @@ def test_chromium_renders_every_part_and_a_screenshot(chromium, tmp_path):
                     "cluster", "locations"):
         assert f'id="{section}"' in dom, section
     shot = ROOT / "docs" / "report.png"
-    out = headless(chromium, tmp_path, f"--screenshot={tmp_path / 'shot.png'}", "--window-size=980,2300", page.as_uri())
+    out = headless(chromium, tmp_path, f"--screenshot={tmp_path / 'shot.png'}", "--window-size=980,2420", page.as_uri())
     assert (tmp_path / "shot.png").exists(), out.stderr[-2000:]
     png = (tmp_path / "shot.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000  # drawn, not a blank page
