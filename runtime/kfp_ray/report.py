@@ -149,6 +149,7 @@ def timeline_svg(phases: list[Phase], started_at: datetime | None = None, width:
         color = BARS.get(p.state or p.name, BARS["running"])
         parts.append(f'<text x="{left - 8}" y="{y + 16}" text-anchor="end" class="lbl" fill="{INK}">{_e(p.name)}</text>')
         parts.append(f'<rect class="phase" data-phase="{_e(p.name)}" data-start="{p.start:.1f}" data-end="{p.end:.1f}" '
+                     f'data-state="{_e(p.state)}" '
                      f'x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{row - 8}" rx="3" fill="{color}"></rect>')
         parts.append(f'<text x="{x + w + 4:.1f}" y="{y + 16}" class="val" fill="{INK}">{p.end - p.start:.1f}s</text>')
     axis_y = top + row * len(phases) + 8
