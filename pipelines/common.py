@@ -113,7 +113,13 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
                  head_memory=head_memory, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=worker_gpus,
                  tolerations=tolerations, admission_timeout=admission_timeout, startup_timeout=startup_timeout,
                  pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)
-    facts = dict(image=image, lifecycle=lifecycle, dataset=dataset, entrypoint=entrypoint)  # for the report
+    # the run's parameters, for the report: free text as inputs of their own, the rest as one JSON
+    # object (an f-string: KFP resolves each channel in it; these values hold no quotes)
+    facts = dict(image=image, lifecycle=lifecycle, dataset=dataset, entrypoint=entrypoint, parameters=(
+        f'{{"local_queue": "{local_queue}", "num_workers": "{num_workers}", "head": "{head_cpu} CPU, {head_memory}", '
+        f'"worker": "{worker_cpu} CPU, {worker_memory}, {worker_gpus} GPU", "s3_prefix": "{s3_prefix}", '
+        f'"admission_timeout": "{admission_timeout}", "startup_timeout": "{startup_timeout}", '
+        f'"job_timeout": "{job_timeout}"}}'))
     code = dict(entrypoint=entrypoint, run_id=RUN_ID, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
                 working_dir=working_dir, pip=pip or [], requirements_file=requirements_file,
                 install_requirements=install_requirements)

@@ -25,6 +25,7 @@ def publish_training_results(
     lifecycle: str = "",
     dataset: str = "",
     entrypoint: str = "",
+    parameters: str = "",
     namespace: str = "",
 ):
     """Publish a Ray training job's results to the RHOAI UI.
@@ -65,6 +66,7 @@ def publish_training_results(
         lifecycle: The run's lifecycle (raycluster or rayjob), for the report.
         dataset: The run's dataset, for the report.
         entrypoint: The job's entrypoint, for the report.
+        parameters: The run's other parameters as a JSON object of strings, for the report.
         namespace: Where the run's task pods are (for the timeline); empty uses the
             pipeline's own.
     """
@@ -77,6 +79,7 @@ def publish_training_results(
                 cluster={k: v for k, v in (("name", cluster_name), ("shape", cluster_shape)) if v},
                 run={"pipeline": title, "lifecycle": lifecycle, "dataset": dataset, "entrypoint": entrypoint,
                      "image": image},
+                parameters=parameters,
                 job_log_uri=job_log.uri if job_log is not None else "")
 
     results_uri = res.results_uri(output_uri)

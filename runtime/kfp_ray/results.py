@@ -119,9 +119,20 @@ def run_report(results: dict | None, run_id: str, title: str = "Ray training run
                      log_tail=log_tail if results is None or status != "SUCCEEDED" else "", **more)
 
 
+def _parameters(text: str) -> dict:
+    """publish's `parameters`: a JSON object; anything else is shown as it came."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {"parameters": text}
+    return value if isinstance(value, dict) else {"parameters": text}
+
+
 def run_page(results: dict | None, run_id: str, *, title: str, output_uri: str, durations: dict, cluster: dict,
-             run: dict, job_log_uri: str = "", printed: dict | None = None, log_tail: str = "",
-             namespace: str = "") -> str:
+             run: dict, parameters: str = "", job_log_uri: str = "", printed: dict | None = None,
+             log_tail: str = "", namespace: str = "") -> str:
     """publish_training_results' HTML page: results.json (or what the job printed) with the
     run's parameters, image and Ray version, its tasks at their real times (runinfo.py), the
     phases' lengths, and where things are, linked to the KFP run and the S3 console where
@@ -134,7 +145,8 @@ def run_page(results: dict | None, run_id: str, *, title: str, output_uri: str, 
     phases, started_at, why_not = runinfo.task_timeline(run_id, namespace)
     from .redact import redact
 
-    facts = {k: redact(str(v)) for k, v in run.items() if v not in ("", None)}  # an entrypoint may hold a key
+    facts = {**run, **_parameters(parameters)}
+    facts = {k: redact(str(v)) for k, v in facts.items() if v not in ("", None)}  # an entrypoint may hold a key
     version = runinfo.ray_version(results, str(run.get("image", "")))
     if version:
         facts["Ray version"] = version

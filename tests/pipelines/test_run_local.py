@@ -37,6 +37,7 @@ def test_xgboost_tune_through_the_cli(tmp_path):
     assert all(f'class="phase" data-phase="{t}"' in html for t in ("provision-ray-cluster", "follow-ray-job"))
     assert re.search(r"<th scope=\"row\">job log</th><td><code>[^<]*job_log</code>", html)
     assert re.search(r"<th scope=\"row\">Ray version</th><td>2\.\d+\.\d+</td>", html)
+    assert '<th scope="row">num_workers</th>' in html and '<th scope="row">dataset</th><td>breast_cancer</td>' in html
 
 
 def test_generic_ray_training_through_the_cli(tmp_path):

@@ -185,10 +185,12 @@ def test_publishs_page_has_the_job_log_parameters_image_ray_version_and_links(mo
                             cluster={"name": "ray-r1"}, job_log_uri="s3://mlpipeline/v2/artifacts/r1/job_log",
                             run={"pipeline": "xgboost_tune", "lifecycle": "raycluster", "dataset": "",
                                  "entrypoint": "python train.py --key sekrit-value-123",
-                                 "image": "quay.io/modh/ray:2.52.1-py311-cu121"})
+                                 "image": "quay.io/modh/ray:2.52.1-py311-cu121"},
+                            parameters='{"num_workers": "2", "head": "1 CPU, 4Gi", "s3_prefix": ""}')
     run = re.search(r'<section id="run".*?</section>', page).group(0)
     assert "quay.io/modh/ray:2.52.1-py311-cu121" in run and "2.52.1 (from the image tag)" in run
-    assert "raycluster" in run and "dataset" not in run  # empty parameters are left out
+    assert "raycluster" in run and "dataset" not in run and "s3_prefix" not in run  # empty ones are left out
+    assert '<th scope="row">num_workers</th><td>2</td>' in run and "1 CPU, 4Gi" in run
     assert "sekrit" not in page and "[REDACTED]" in run
     where = re.search(r'<section id="locations".*?</section>', page).group(0)
     assert "s3://mlpipeline/v2/artifacts/r1/job_log" in where and "s3://b/r/results.json" in where
@@ -204,6 +206,9 @@ def test_publishs_page_has_the_job_log_parameters_image_ray_version_and_links(mo
     assert "S3 console" not in results.run_page(data, "r1", title="t", output_uri="s3://b/r", durations={}, cluster={},
                                                 run={}, namespace="ns")
     assert "s3://b/r2/" in minio
+    odd = results.run_page(None, "r3", title="t", output_uri="s3://b/r3", durations={}, cluster={}, run={},
+                           parameters="not json {", namespace="ns")
+    assert '<th scope="row">parameters</th><td>not json {</td>' in odd
 
 
 def test_the_kfp_run_link_is_the_dspa_ui_routes_and_s3_console_links_are_aws_only():
