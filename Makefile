@@ -26,6 +26,7 @@ lint: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	tools/install-browser-check
 	$(BIN)/python -m pytest
 
 clean:

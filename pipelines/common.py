@@ -113,14 +113,15 @@ def provision(data_connection, **inputs):
                                  task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER, data_connection=data_connection, **inputs)
 
 
-def publish_run(stage, cluster, runner, log, title, data_connection):
+def publish_run(stage, cluster, runner, log, title, data_connection, **facts):
     """The run's publish task. `runner`: the task that used the cluster (follow_ray_job, or
-    run_ray_driver), whose metrics, duration and teardown time it shows; `log`: its log."""
+    run_ray_driver), whose metrics, duration and teardown time it shows; `log`: its log;
+    `facts`: the run's parameters the report shows (image, lifecycle, dataset, entrypoint)."""
     return with_data_connection(publish_training_results(
         output_uri=stage.outputs["output_uri"], run_id=RUN_ID, job_log=log, job_metrics=runner.outputs["metrics"],
         title=title, cluster_name=cluster.outputs["cluster_name"], cluster_shape=cluster.outputs["shape"],
         queued_seconds=cluster.outputs["queued_seconds"], starting_seconds=cluster.outputs["starting_seconds"],
-        job_seconds=runner.outputs["duration_seconds"], teardown_seconds=runner.outputs["teardown_seconds"]),
+        job_seconds=runner.outputs["duration_seconds"], teardown_seconds=runner.outputs["teardown_seconds"], **facts),
         data_connection)
 
 
@@ -156,6 +157,13 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
                  head_memory=head_memory, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=worker_gpus,
                  tolerations=tolerations, admission_timeout=admission_timeout, startup_timeout=startup_timeout,
                  pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)
+    # the run's parameters, for the report: free text as inputs of their own, the rest as one JSON
+    # object (an f-string: KFP resolves each channel in it; these values hold no quotes)
+    facts = dict(image=image, lifecycle=lifecycle, dataset=dataset, entrypoint=entrypoint, parameters=(
+        f'{{"local_queue": "{local_queue}", "num_workers": "{num_workers}", "head": "{head_cpu} CPU, {head_memory}", '
+        f'"worker": "{worker_cpu} CPU, {worker_memory}, {worker_gpus} GPU", "s3_prefix": "{s3_prefix}", '
+        f'"admission_timeout": "{admission_timeout}", "startup_timeout": "{startup_timeout}", '
+        f'"job_timeout": "{job_timeout}"}}'))
     code = dict(entrypoint=entrypoint, run_id=RUN_ID, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
                 working_dir=working_dir, pip=pip or [], requirements_file=requirements_file,
                 install_requirements=install_requirements)
@@ -182,7 +190,7 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
                 dashboard_url=cluster.outputs["dashboard_url"], job_id=submitted.output,
                 cluster_name=cluster.outputs["cluster_name"], namespace=cluster.outputs["namespace"],
                 timeout=job_timeout), data_connection)
-            publish = publish_run(stage, cluster, follow, follow.outputs["job_log"], title, data_connection)
+            publish = publish_run(stage, cluster, follow, follow.outputs["job_log"], title, data_connection, **facts)
             for task in (cluster, submitted, follow, publish):
                 task.set_caching_options(False)
             for task in (submitted, follow):
@@ -193,7 +201,7 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
             job = with_data_connection(run(task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER, data_connection=data_connection,
                                            job_timeout=job_timeout, env_vars=env_vars, **code, **shape),
                                        data_connection)
-            published = publish_run(stage, job, job, job.outputs["job_log"], title, data_connection)
+            published = publish_run(stage, job, job, job.outputs["job_log"], title, data_connection, **facts)
             published.set_display_name("publish-training-results")
             for task in (job, published):
                 task.set_caching_options(False)

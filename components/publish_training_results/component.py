@@ -1,9 +1,9 @@
 from kfp.dsl import HTML, Artifact, ClassificationMetrics, Input, Markdown, Metrics, Model, Output
 
-from kfp_ray.components._build import S3, ray_component
+from kfp_ray.components._build import KUBE, S3, ray_component
 
 
-@ray_component(packages=S3)
+@ray_component(packages=S3 + KUBE)
 def publish_training_results(
     output_uri: str,
     run_id: str,
@@ -21,6 +21,12 @@ def publish_training_results(
     starting_seconds: float = 0.0,
     job_seconds: float = 0.0,
     teardown_seconds: float = 0.0,
+    image: str = "",
+    lifecycle: str = "",
+    dataset: str = "",
+    entrypoint: str = "",
+    parameters: str = "",
+    namespace: str = "",
 ):
     """Publish a Ray training job's results to the RHOAI UI.
 
@@ -28,10 +34,14 @@ def publish_training_results(
     outputs: the model (a copy, with its S3 location in metadata `s3_uri`), the metrics
     (accuracy, loss, training time, best trial...), a confusion matrix, a Markdown report
     with links to model, checkpoints and trial table in S3, and html_report, a page the UI
-    renders (no scripts, fonts or network): the run's timeline as bars (queued, starting,
-    job, teardown), the training curves with the best epoch or trial marked, the confusion
-    matrix as a heatmap, the metrics, best hyperparameters, the cluster's shape and queue,
-    and the S3 locations. Mount the data connection secret as env (kfp-kubernetes
+    renders (no scripts, fonts or network; accessible, each chart with its data as a table):
+    the run's parameters, image and Ray version, a link to the run in the project's KFP UI
+    (when its Route exists), the run's tasks on a timeline at their real start and end
+    times (read from the run's task pods), the phases' lengths (queued, starting, job,
+    teardown), the training curves with the best epoch or trial marked, the confusion matrix
+    as a heatmap, the metrics, best hyperparameters, the cluster's shape and queue, and the
+    S3 locations, the job log's included (linked to the AWS S3 console when the data
+    connection is AWS S3). Mount the data connection secret as env (kfp-kubernetes
     use_secret_as_env).
 
     A job that wrote no results.json (any training script of your own) does not fail the
@@ -47,23 +57,30 @@ def publish_training_results(
         title: The HTML report's title (the pipeline's name).
         cluster_name: provision_ray_cluster's cluster_name, for the report.
         cluster_shape: provision_ray_cluster's shape (queue, head, workers), for the report.
-        queued_seconds: provision_ray_cluster's queued_seconds: the timeline's first bar.
-        starting_seconds: provision_ray_cluster's starting_seconds: the timeline's second bar.
-        job_seconds: follow_ray_job's duration_seconds: the timeline's job bar.
-        teardown_seconds: follow_ray_job's teardown_seconds: the timeline's last bar, until
-            the cluster was gone and its quota free.
+        queued_seconds: provision_ray_cluster's queued_seconds: the report's queued phase.
+        starting_seconds: provision_ray_cluster's starting_seconds: its starting phase.
+        job_seconds: follow_ray_job's duration_seconds: its job phase.
+        teardown_seconds: follow_ray_job's teardown_seconds: its teardown phase, until the
+            cluster was gone and its quota free.
+        image: The Ray image the run used, for the report.
+        lifecycle: The run's lifecycle (raycluster or rayjob), for the report.
+        dataset: The run's dataset, for the report.
+        entrypoint: The job's entrypoint, for the report.
+        parameters: The run's other parameters as a JSON object of strings, for the report.
+        namespace: Where the run's task pods are (for the timeline); empty uses the
+            pipeline's own.
     """
-    from kfp_ray import report as html
     from kfp_ray import results as res
 
-    # the HTML report (KFP's UI renders it): phases laid end to end from the tasks' durations
-    phases, t = [], 0.0
-    for name, seconds in (("queued", queued_seconds), ("starting", starting_seconds), ("job", job_seconds),
-                          ("teardown", teardown_seconds)):
-        if seconds and seconds > 0:
-            phases.append(html.Phase(name, t, t + seconds))
-            t += seconds
-    cluster = {k: v for k, v in (("name", cluster_name), ("shape", cluster_shape)) if v}
+    # the HTML report (KFP's UI renders it): the run's facts, its tasks' real times, the phases
+    page = dict(title=title, output_uri=output_uri, namespace=namespace,
+                durations={"queued": queued_seconds, "starting": starting_seconds, "job": job_seconds,
+                           "teardown": teardown_seconds},
+                cluster={k: v for k, v in (("name", cluster_name), ("shape", cluster_shape)) if v},
+                run={"pipeline": title, "lifecycle": lifecycle, "dataset": dataset, "entrypoint": entrypoint,
+                     "image": image},
+                parameters=parameters,
+                job_log_uri=job_log.uri if job_log is not None else "")
 
     results_uri = res.results_uri(output_uri)
     data = res.load(results_uri)
@@ -81,8 +98,7 @@ def publish_training_results(
         with open(report.path, "w") as fh:
             fh.write(res.markdown_without_results(output_uri, results_uri, run_id, printed, tail))
         with open(html_report.path, "w") as fh:
-            fh.write(html.render(res.run_report(None, run_id, title, phases, cluster, {"output": output_uri},
-                                                printed=printed, log_tail=tail)))
+            fh.write(res.run_page(None, run_id, printed=printed, log_tail=tail, **page))
         print(f"[kfp-ray] the job wrote no results.json at {results_uri}: published its printed metrics and log")
         return
     with open(model.path, "wb") as fh:
@@ -97,4 +113,4 @@ def publish_training_results(
     with open(report.path, "w") as fh:
         fh.write(res.markdown(data, results_uri, run_id))
     with open(html_report.path, "w") as fh:
-        fh.write(html.render(res.run_report(data, run_id, title, phases, cluster, {"results": results_uri})))
+        fh.write(res.run_page(data, run_id, **page))

@@ -112,7 +112,7 @@ def main() -> None:
     metrics = {"accuracy": accuracy, "loss": loss, "training_seconds": training_seconds, "workers": args.workers,
                "epochs": args.epochs}
     storage.put_json(storage.join(out_uri, "results.json"), {
-        "framework": "pytorch", "model_uri": model_uri, "model_format": "torch-state-dict",
+        "framework": "pytorch", "ray_version": storage.ray_version(), "model_uri": model_uri, "model_format": "torch-state-dict",
         "model_architecture": f"MLP {x_te.shape[1]}-128-64-{len(labels)}", "metrics": metrics,
         "checkpoint_uri": f"s3://{result.checkpoint.path}" if result.checkpoint else "",
         "confusion_matrix": {"labels": labels, "matrix": storage.confusion(y_te, pred, len(labels))},

@@ -54,6 +54,13 @@ def put_json(uri: str, obj) -> str:
     return put_bytes(uri, json.dumps(obj, indent=2, sort_keys=True).encode())
 
 
+def ray_version() -> str:
+    """The Ray the job ran on (results.json `ray_version`, for the run report)."""
+    import ray
+
+    return ray.__version__
+
+
 def load_split(data_uri: str, name: str):
     import numpy as np
 

@@ -89,7 +89,7 @@ def main() -> None:
     metrics = {"accuracy": accuracy, "loss": logloss, "training_seconds": tuning_seconds, "trials": len(table),
                "best_val_logloss": best.metrics["val_logloss"]}
     storage.put_json(storage.join(out_uri, "results.json"), {
-        "framework": "xgboost", "model_uri": model_uri, "model_format": "xgboost-json", "metrics": metrics,
+        "framework": "xgboost", "ray_version": storage.ray_version(), "model_uri": model_uri, "model_format": "xgboost-json", "metrics": metrics,
         "best_config": {k: v for k, v in best.config.items()}, "trials_uri": trials_uri,
         "checkpoint_uri": best.checkpoint.path if best.checkpoint else "",
         "confusion_matrix": {"labels": labels, "matrix": storage.confusion(y_te, pred, len(labels))},

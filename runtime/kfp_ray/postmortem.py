@@ -27,6 +27,7 @@ NODE_KEY = "workflows.argoproj.io/node-name"  # <workflow>.root.exit-handler-1.<
 # that says what to change.
 _ERROR = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Timeout|Failed|Evicted|Cancelled|Interrupt|Exit)\b.*"
                     r"|\[kfp-ray\] .*\bFix: .*)$")
+_CANCELLED = re.compile(r"\bCancelled\b|\(SIGTERM\)")
 
 
 @dataclass
@@ -42,6 +43,12 @@ class TaskPod:
     @property
     def failed(self) -> bool:
         return self.phase == "Failed" or self.exit_code not in (None, 0)
+
+    @property
+    def cancelled(self) -> bool:
+        """Stopped by a terminated run, not failed by itself: SIGTERM's exit code (143) or the
+        Cancelled our tasks raise on SIGTERM (signals.py) as the reason."""
+        return self.failed and (self.exit_code == 143 or bool(_CANCELLED.search(self.why)))
 
 
 def task_of(pod) -> str:
@@ -96,21 +103,29 @@ def task_pods(run_id: str, namespace: str) -> list[TaskPod]:
     return out
 
 
-def timeline(pods: list[TaskPod]):
-    """report.Phase per task pod, on a shared axis from the first pod's start (a task with
-    several pods, retries, gets one bar from its first start to its last end)."""
+def started(pods: list[TaskPod]) -> datetime | None:
+    """The first task pod's start: the timeline's zero."""
+    return min((p.started for p in pods if p.started is not None), default=None)
+
+
+def timeline(pods: list[TaskPod], now: datetime | None = None):
+    """report.Phase per task, at its real start and end from the first pod's start (a task
+    with several pods, retries, gets one bar from its first start to its last end; one still
+    running ends at `now`, else at the latest end seen)."""
     from .report import Phase
 
     runs = [p for p in pods if p.started is not None]
     if not runs:
         return []
-    t0 = min(p.started for p in runs)
-    now = max([p.finished for p in runs if p.finished] + [p.started for p in runs])
+    t0 = started(runs)
+    now = now or max([p.finished for p in runs if p.finished] + [p.started for p in runs])
     spans: dict[str, list] = {}
     for p in runs:
         start, end = (p.started - t0).total_seconds(), ((p.finished or now) - t0).total_seconds()
-        span = spans.setdefault(p.task, [start, end, p.phase])
+        state = ("terminated" if p.cancelled else "failed") if p.failed else \
+            "succeeded" if p.phase == "Succeeded" else "running"
+        span = spans.setdefault(p.task, [start, end, state])
         span[0], span[1] = min(span[0], start), max(span[1], end)
-        span[2] = p.phase if p.phase == "Failed" else span[2]
-    return [Phase(("failed: " if phase == "Failed" else "") + task, start, max(end, start + 0.1))
-            for task, (start, end, phase) in sorted(spans.items(), key=lambda kv: kv[1][0])]
+        span[2] = state if state in ("failed", "terminated") else span[2]
+    return [Phase(task, start, max(end, start + 0.1), note="" if state == "succeeded" else state, state=state)
+            for task, (start, end, state) in sorted(spans.items(), key=lambda kv: kv[1][0])]

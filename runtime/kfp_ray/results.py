@@ -99,9 +99,10 @@ def markdown(results: dict, results_uri: str, run_id: str) -> str:
 
 def run_report(results: dict | None, run_id: str, title: str = "Ray training run", phases=(), cluster: dict | None = None,
                locations: dict | None = None, printed: dict | None = None, log_tail: str = "", status: str = "SUCCEEDED",
-               failed_at: str = "", error: str = ""):
+               failed_at: str = "", error: str = "", **more):
     """The HTML report's content (kfp_ray.report.RunReport) from results.json (None: the job
-    wrote none; then the metrics it printed and the end of its log)."""
+    wrote none; then the metrics it printed and the end of its log). `more`: RunReport's other
+    fields (run, durations, started_at, links...)."""
     from .report import RunReport
 
     r = results or {}
@@ -115,4 +116,50 @@ def run_report(results: dict | None, run_id: str, title: str = "Ray training run
                      matrix=[list(row) for row in cm.get("matrix") or []],
                      metrics=numeric(r.get("metrics") or printed or {}), best_config=dict(r.get("best_config") or {}),
                      cluster=dict(cluster or {}), locations={k: v for k, v in where.items() if v},
-                     log_tail=log_tail if results is None or status != "SUCCEEDED" else "")
+                     log_tail=log_tail if results is None or status != "SUCCEEDED" else "", **more)
+
+
+def _parameters(text: str) -> dict:
+    """publish's `parameters`: a JSON object; anything else is shown as it came."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {"parameters": text}
+    return value if isinstance(value, dict) else {"parameters": text}
+
+
+def run_page(results: dict | None, run_id: str, *, title: str, output_uri: str, durations: dict, cluster: dict,
+             run: dict, parameters: str = "", job_log_uri: str = "", printed: dict | None = None,
+             log_tail: str = "", namespace: str = "") -> str:
+    """publish_training_results' HTML page: results.json (or what the job printed) with the
+    run's parameters, image and Ray version, its tasks at their real times (runinfo.py), the
+    phases' lengths, and where things are, linked to the KFP run and the S3 console where
+    those exist."""
+    import os
+
+    from . import report as html
+    from . import runinfo
+
+    phases, started_at, why_not = runinfo.task_timeline(run_id, namespace)
+    from .redact import redact
+
+    facts = {**run, **_parameters(parameters)}
+    facts = {k: redact(str(v)) for k, v in facts.items() if v not in ("", None)}  # an entrypoint may hold a key
+    version = runinfo.ray_version(results, str(run.get("image", "")))
+    if version:
+        facts["Ray version"] = version
+    where = {"results": results_uri(output_uri)} if results is not None else {"output": output_uri.rstrip("/") + "/"}
+    if job_log_uri:
+        where["job log"] = job_log_uri
+    report = run_report(results, run_id, title, phases, cluster, where, printed=printed, log_tail=log_tail,
+                        run=facts, durations={k: v for k, v in durations.items() if v and v > 0},
+                        started_at=started_at, run_url=runinfo.kfp_run_url(run_id, namespace),
+                        timeline_note=f"No timeline: {why_not}. The phases' lengths are below." if why_not else "")
+    # console links for the data connection's own bucket only (the job log may be in the
+    # pipeline root's store, another endpoint)
+    endpoint, bucket = os.environ.get("AWS_S3_ENDPOINT", ""), os.environ.get("AWS_S3_BUCKET", "")
+    report.links = {k: url for k, v in report.locations.items()
+                    if (not bucket or v.startswith(f"s3://{bucket}/")) and (url := html.s3_console_url(v, endpoint))}
+    return html.render(report)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC
 
 from . import cluster, jobs, kube, lease, rayclusters
 from .errors import Cancelled, InputError, InputErrors, JobLost, Unreachable
@@ -479,10 +480,13 @@ def sweep(namespace: str = "", all_namespaces: bool = False, delete: bool = True
 
 
 def report_run(run_id: str, title: str = "Ray training run", namespace: str = "") -> str:
-    """The exit task's HTML report (postmortem.py): where the run failed and why, and when each
-    task ran. The state comes from the run's task pods: FAILED if one failed, SUCCEEDED if all
-    the others did, else ENDED (a terminated run whose pods were deleted). Never raises: what
-    it could not read, the page says."""
+    """The exit task's HTML report (postmortem.py): how the run ended, where it failed and why,
+    and when each task ran. The state comes from the run's task pods: FAILED if one failed by
+    itself; TERMINATED if the only failures are tasks stopped by a terminate (SIGTERM);
+    SUCCEEDED if all the others succeeded; UNKNOWN when no pod could be read (the page says
+    why). Never raises."""
+    from datetime import datetime
+
     from . import postmortem
     from . import report as html
 
@@ -491,18 +495,27 @@ def report_run(run_id: str, title: str = "Ray training run", namespace: str = ""
     try:
         pods = postmortem.task_pods(run_id, _namespace(namespace))
     except Exception as exc:  # noqa: BLE001 - the report is best effort
-        problem = f"the run's task pods could not be read ({type(exc).__name__}: {first_line(exc)})"
-    failed = [p for p in pods if p.failed]
+        problem = f"The run's task pods could not be read ({type(exc).__name__}: {first_line(exc)})."
+    failed = [p for p in pods if p.failed and not p.cancelled]
+    stopped = [p for p in pods if p.cancelled]
     others = [p for p in pods if p.phase not in ("Running", "Pending")]  # this task's own pod is running
-    state = "FAILED" if failed else "SUCCEEDED" if others and all(p.phase == "Succeeded" for p in others) else "ENDED"
-    phases = postmortem.timeline(pods)
+    if failed:
+        state = "FAILED"
+    elif stopped:
+        state = "TERMINATED"
+        problem = "Stopped: " + ", ".join(sorted({p.task for p in stopped})) + "."
+    elif others and all(p.phase == "Succeeded" for p in others):
+        state = "SUCCEEDED"
+    else:
+        state = "UNKNOWN"
+        problem = problem or f"No finished task pod of run {run_id} was found (label pipeline/runid)."
+    phases = postmortem.timeline(pods, now=datetime.now(UTC))
+    common = dict(run_id=run_id, title=title, status=state, phases=phases, started_at=postmortem.started(pods))
     if not failed:
         log(f"run report: {state}" + (f" ({problem})" if problem else ""))
-        return html.render(html.RunReport(run_id=run_id, title=title, status=state, phases=phases,
-                                          error=problem if state != "SUCCEEDED" else "",
+        return html.render(html.RunReport(**common, error=problem if state != "SUCCEEDED" else "",
                                           locations={"results": "publish-training-results › html_report"}
                                           if state == "SUCCEEDED" else {}))
     first = failed[0]
     log(f"run report: task {first.task} failed: {first.why}")
-    return html.render(html.RunReport(run_id=run_id, title=title, status=state, failed_at=first.task, error=first.why,
-                                      phases=phases, log_tail=first.log_tail))
+    return html.render(html.RunReport(**common, failed_at=first.task, error=first.why, log_tail=first.log_tail))

@@ -37,5 +37,5 @@ def test_interactive_train_through_the_cli(tmp_path):
     returned = json.loads(result["parameterValues"]["result"])
     assert returned["model_uri"] == model.group(1) and len(returned["history"]["series"]["test_accuracy"]) == 3
     html = next(outputs.glob("**/publish-training-results/*/html_report")).read_text()
-    assert all(f'data-phase="{p}"' in html for p in ("queued", "starting", "job", "teardown"))
+    assert all(f'<th scope="row">{p}</th>' in html for p in ("queued", "starting", "job", "teardown"))
     assert html.count('class="cell"') == 100 and "checkpoints" in html  # the 10x10 confusion matrix

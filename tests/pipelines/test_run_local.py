@@ -31,8 +31,13 @@ def test_xgboost_tune_through_the_cli(tmp_path):
     assert "Confusion matrix" in report and "Best trial" in report and "trials.csv" in report
     # the HTML report the UI renders (drawn and checked in Chromium by tests/report)
     html = next((tmp_path / "out").glob("**/publish-training-results/*/html_report")).read_text()
-    assert all(f'data-phase="{p}"' in html for p in ("queued", "starting", "job", "teardown"))
+    assert all(f'<th scope="row">{p}</th>' in html for p in ("queued", "starting", "job", "teardown"))
     assert "best trial" in html and html.count('class="cell"') == 4 and "LocalQueue local-queue-test" in html
+    # the tasks at their real times (the run's task pods), the job log's location, the image and Ray version
+    assert all(f'class="phase" data-phase="{t}"' in html for t in ("provision-ray-cluster", "follow-ray-job"))
+    assert re.search(r"<th scope=\"row\">job log</th><td><code>[^<]*job_log</code>", html)
+    assert re.search(r"<th scope=\"row\">Ray version</th><td>2\.\d+\.\d+</td>", html)
+    assert '<th scope="row">num_workers</th>' in html and '<th scope="row">dataset</th><td>breast_cancer</td>' in html
 
 
 def test_generic_ray_training_through_the_cli(tmp_path):

@@ -33,7 +33,7 @@ def test_xgboost_tune_as_a_rayjob(tmp_path):
     assert m["accuracy"] > 0.85 and m["trials"] == 2
     assert re.search(r"in S3 under s3://kfp-ray/runs/\S+: \d+ objects, [1-9]\d* checkpoint files, model yes", out)
     html = next((tmp_path / "out").glob("**/publish-training-results/*/html_report")).read_text()
-    assert all(f'data-phase="{p}"' in html for p in ("queued", "starting", "job", "teardown"))
+    assert all(f'<th scope="row">{p}</th>' in html for p in ("queued", "starting", "job", "teardown"))
     assert "RayJob (K8sJobMode)" in html
 
 
