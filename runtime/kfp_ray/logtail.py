@@ -48,7 +48,9 @@ class LogTail:
         import websocket
 
         try:
-            ws = websocket.create_connection(self.ws_url, timeout=self.timeout[0])
+            # utf-8 is decoded (with replacement) by the reader: the pure-Python validation would cost
+            # more than the rest of the read.
+            ws = websocket.create_connection(self.ws_url, timeout=self.timeout[0], skip_utf8_validation=True)
         except websocket.WebSocketBadStatusException as exc:
             status = exc.status_code
             if status in (401, 403):

@@ -93,6 +93,7 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
     renew_every_seconds to lease_seconds ahead, so the sweeper leaves the cluster alone; once
     the job is over it renews no more."""
     c = Checker()
+    jobs.check_dashboard_url(c, dashboard_url)
     lease.check(c, lease_seconds, renew_every_seconds)
     c.done()
     deleting = bool(delete_cluster and cluster_name)
