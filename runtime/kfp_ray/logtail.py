@@ -76,7 +76,7 @@ class LogTail:
         ws, self._ws = self._ws, None
         if ws is not None:
             try:
-                ws.close(timeout=0.2)
+                ws.shutdown()  # no closing handshake: a hung dashboard must not delay a cancel's stop
             except Exception:  # noqa: BLE001 - it is gone either way
                 pass
 
