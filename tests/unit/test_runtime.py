@@ -333,17 +333,32 @@ def test_kuberay_replica_failure_is_classified_with_its_fix():
     assert replica_failure(_rc(2, False, [{"type": "HeadPodReady", "status": "False"}])) is None
 
 
-def test_admissions_count_evictions_seen_or_missed_between_polls():
+def _suspension(suspending: tuple[str, str], suspended: tuple[str, str]) -> list[dict]:
+    """KubeRay's suspension conditions, each (status, lastTransitionTime)."""
+    return [{"type": "RayClusterSuspending", "status": suspending[0], "lastTransitionTime": suspending[1]},
+            {"type": "RayClusterSuspended", "status": suspended[0], "lastTransitionTime": suspended[1]}]
+
+
+def test_admissions_count_real_suspensions_seen_or_missed_between_polls():
+    """Issue 25 item 8: a real suspension counts, seen (spec.suspend true again) or missed between
+    polls (KubeRay's suspension conditions moved); no other spec write does."""
     a = Admissions()
-    assert a.observe(_rc(1, True)) is None                       # created suspended by Kueue's webhook
-    assert a.observe(_rc(2, False)) == "admitted"                # Kueue admits: spec.suspend false
-    assert a.observe(_rc(2, False)) is None
-    assert a.observe(_rc(3, True)) == "evicted" and a.evictions == 1  # suspended again: evicted
-    assert a.observe(_rc(3, True)) is None
-    assert a.observe(_rc(4, False)) == "admitted"
-    # Evicted and admitted again between two polls: two more spec updates, never seen suspended.
-    assert a.observe(_rc(6, False)) == "readmitted" and a.evictions == 2
-    assert a.observe(_rc(6, False)) is None and a.evictions == 2
+    created = _suspension(("False", "t1"), ("True", "t1"))  # Kueue's webhook created it suspended
+    assert a.observe(_rc(1, True, created)) is None
+    assert a.observe(_rc(2, False, created)) == "admitted"  # KubeRay has not caught up yet
+    running = _suspension(("False", "t1"), ("False", "t2"))
+    assert a.observe(_rc(2, False, running)) is None and a.evictions == 0  # KubeRay catching up is no eviction
+    # An autoscaler (or anyone) writing the spec: generations move, no suspension.
+    assert a.observe(_rc(3, False, running)) is None
+    assert a.observe(_rc(5, False, running)) is None and a.evictions == 0
+    assert a.observe(_rc(6, True, running)) == "evicted" and a.evictions == 1  # seen suspended again
+    assert a.observe(_rc(6, True, _suspension(("False", "t4"), ("True", "t4")))) is None
+    assert a.observe(_rc(7, False, _suspension(("False", "t4"), ("False", "t5")))) == "admitted"
+    assert a.observe(_rc(7, False, _suspension(("False", "t4"), ("False", "t5")))) is None
+    # Evicted and admitted again between two polls: never seen suspended, KubeRay's conditions moved.
+    assert a.observe(_rc(9, False, _suspension(("False", "t7"), ("False", "t8")))) == "readmitted"
+    assert a.evictions == 2
+    assert a.observe(_rc(12, False, _suspension(("False", "t7"), ("False", "t8")))) is None and a.evictions == 2
 
 
 @pytest.mark.parametrize("prefix,problem", [
