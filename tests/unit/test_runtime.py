@@ -403,3 +403,32 @@ def test_follow_refuses_a_max_poll_that_is_not_a_positive_number(value):
     with pytest.raises(InputError) as exc:  # before any request: the URL goes nowhere
         jobs.follow("http://127.0.0.1:9", "raysubmit_1", timeout=60, max_poll=value)
     assert exc.value.field == "max_poll_seconds" and "max_poll_seconds=5" in str(exc.value)
+
+
+def test_kueues_record_counts_an_eviction_missed_between_polls_only_without_kuberays_conditions():
+    """Where the optional RBAC lets it read the Workload, Kueue's requeueState.count witnesses an
+    eviction that began and ended between two polls, once it is over (Evicted not True), and only
+    where KubeRay's suspension conditions (the other witness) are absent: never counted twice."""
+    from kfp_ray.queues import Eviction
+    from kfp_ray.readiness import PODS_EVERY, _Wait
+
+    class Kueue:
+        readable, record = True, Eviction("PodsReadyTimeout", "Exceeded the PodsReady timeout", 0, "", False)
+
+        def eviction(self, rc):
+            return self.record
+
+    w = _Wait("c", "ns", "q", 60, 60, "", clock=lambda: 0.0, sleep=lambda s: None)
+    w.kueue, w.phase, w.requeue_baseline = Kueue(), "starting", 0
+    bare = _rc(3, False)
+    assert w.kueue_readmitted(bare, 0.0) is None  # nothing in Kueue's record
+    w.kueue.record = Eviction("PodsReadyTimeout", "Exceeded the PodsReady timeout", 1, "", False, ongoing=True)
+    assert w.kueue_readmitted(bare, PODS_EVERY) is None  # evicted now: the RayCluster shows it (suspended)
+    w.kueue.record = Eviction("PodsReadyTimeout", "Previously: Exceeded the PodsReady timeout", 1, "", False)
+    assert w.kueue_readmitted(bare, PODS_EVERY + 1) is None  # read every PODS_EVERY only
+    assert w.kueue_readmitted(bare, 2 * PODS_EVERY) == "readmitted"
+    w.admissions.evictions = 1
+    assert w.kueue_readmitted(bare, 3 * PODS_EVERY) is None  # already counted
+    w.admissions.evictions = 0
+    with_conditions = _rc(3, False, _suspension(("False", "t1"), ("False", "t2")))
+    assert w.kueue_readmitted(with_conditions, 4 * PODS_EVERY) is None  # KubeRay's conditions witness it
