@@ -402,6 +402,7 @@ class Follower:
         reconnects = 0
         try:
             while not self.tail.ended and self.clock() < deadline:
+                beat(self.heartbeat)  # a long backlog: the lease is still renewed
                 was = self.tail.received
                 chunks, _ = self.tail.read(wait=True, budget_s=max(0.0, deadline - self.clock()))
                 self._feed(chunks)
