@@ -23,15 +23,16 @@ def follow_ray_job(
     """Follow a Ray job to its end, streaming its logs into this task's log.
 
     Checks the job's status with backoff from 0.2 s up to max_poll_seconds (0.5: its end is
-    seen within a second), and reads its log every 2 s. SUCCEEDED, FAILED and STOPPED
-    are final. At the timeout the job is stopped. A failed job fails this task with the
+    seen within a second), and streams its log (only what is new is read, into job_log as it
+    comes). SUCCEEDED, FAILED and STOPPED are final. At the timeout the job is stopped. A failed job fails this task with the
     job's error and the end of its log. When delete_cluster is set, the RayCluster is
     deleted as soon as the job is over, so its quota is released at once.
 
     An unreachable Ray dashboard (or Kubernetes API) is ridden out for
-    outage_tolerance_seconds, with a log line a minute; past that the task fails and leaves
-    the cluster (the job may still be running: a retry of this task follows it again, else
-    the exit handler's teardown deletes it). When the run is cancelled (SIGTERM) the job's
+    outage_tolerance_seconds, with a log line a minute; past that, and at once on any other
+    failure to read (401/403, an answer that is not the Ray Job API's), the task fails with
+    the cause and leaves the cluster (the job may still be running: a retry of this task
+    follows it again, else the exit handler's teardown deletes it). When the run is cancelled (SIGTERM) the job's
     stop and the cluster's deletion are requested at once, within the 30 s grace period.
     Turn caching off for this task.
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError, JobFailed, JobLost, JobTimeout, KfpRayError
+from .errors import AccessDenied, InputError, JobFailed, JobLost, JobTimeout, KfpRayError
 from .validate import Checker, label_value
 from .wait import Backoff, Outage, beat, first_line, is_transient, log, retry
 
@@ -33,10 +33,16 @@ TIMEOUTS = (5.0, 30.0)
 OUTAGE_TOLERANCE = 600.0
 # The job's status is checked every MAX_POLL seconds at most, so that its cluster is deleted
 # (its quota released) within a second of its end: a status read is a small JSON answer from
-# the dashboard, not a Kubernetes request. The log is read every LOG_EVERY seconds at most:
-# the Job API answers with the whole log each time.
+# the dashboard, not a Kubernetes request. The log is streamed (logtail.py): each poll reads
+# only what arrived since the last one.
 MAX_POLL = 0.5
-LOG_EVERY = 2.0
+# What follow keeps of the log in memory when it writes the log to a file (the rest is in the
+# file): enough for the "last log lines" of an error message.
+TAIL_CHARS = 64 << 10
+LONG_LINE = 1 << 20  # a line without its newline yet is passed on once this long
+# A job that is over: its log stream is read until Ray closes it, for at most this long.
+FINAL_LOG_S = 900.0
+FIX_URL = "wire provision_ray_cluster's dashboard_url output (http://<cluster>-head-svc.<namespace>.svc:8265)"
 
 
 class RayJobsClient:
@@ -62,14 +68,31 @@ class RayJobsClient:
                 raise err
             return r
         r = retry(once, what, attempts=self.attempts)
+        if r.status_code in (401, 403):
+            raise AccessDenied(f"the Ray dashboard {self.url} answered {r.status_code} to {what}: something in front "
+                               f"of it (a proxy, an OAuth route) asks for credentials. Fix: {FIX_URL}", r.status_code)
         if r.status_code not in ok:
             err = KfpRayError(f"Ray dashboard answered {r.status_code} to {what}: {r.text[:500]}")
             err.status = r.status_code
             raise err
         return r
 
+    def _json(self, r, what: str, key: str | None = None):
+        """The answer's JSON (with `key` if given); a clear error when it is something else
+        (an HTML login page, another service): never read as the job's end."""
+        try:
+            body = r.json()
+        except ValueError:
+            body = None
+        if body is None or (key and not (isinstance(body, dict) and key in body)):
+            raise KfpRayError(f"the Ray dashboard {self.url} answered {what} with something that is not the Ray Job "
+                              f"API's (HTTP {r.status_code}, {r.headers.get('Content-Type') or 'no Content-Type'}: "
+                              f"{r.text[:120]!r}): dashboard_url may point at a proxy, a login page or another "
+                              f"service. Fix: {FIX_URL}")
+        return body
+
     def version(self) -> dict:
-        return self._call("GET", "/api/version", "the version check").json()
+        return self._json(self._call("GET", "/api/version", "the version check"), "the version check")
 
     def upload_package(self, uri: str, data: bytes, what: str) -> str:
         """Upload a zipped working_dir to the cluster's GCS under `uri` unless present."""
@@ -91,7 +114,7 @@ class RayJobsClient:
         while True:
             r = self._call("POST", "/api/jobs/", "the job submission", ok=(200, 400, 500, 502, 503, 504), json=body)
             if r.status_code == 200:
-                return r.json()["submission_id"], False
+                return self._json(r, "the job submission", "submission_id")["submission_id"], False
             if "already exists" in r.text:
                 self.info(submission_id)
                 return submission_id, True
@@ -107,14 +130,41 @@ class RayJobsClient:
             time.sleep(delay)
 
     def info(self, job_id: str, timeout=None) -> dict:
-        return self._call("GET", f"/api/jobs/{job_id}", f"the status of job {job_id}", timeout=timeout).json()
+        what = f"the status of job {job_id}"
+        return self._json(self._call("GET", f"/api/jobs/{job_id}", what, timeout=timeout), what, "status")
 
     def logs(self, job_id: str) -> str:
-        return self._call("GET", f"/api/jobs/{job_id}/logs", f"the logs of job {job_id}").json().get("logs", "")
+        """The whole log at once (follow streams it instead: logtail.py)."""
+        what = f"the logs of job {job_id}"
+        return self._json(self._call("GET", f"/api/jobs/{job_id}/logs", what), what, "logs")["logs"] or ""
 
     def stop(self, job_id: str, timeout=None) -> bool:
         r = self._call("POST", f"/api/jobs/{job_id}/stop", f"stopping job {job_id}", ok=(200, 404), timeout=timeout)
-        return r.status_code == 200 and r.json().get("stopped", False)
+        return r.status_code == 200 and self._json(r, f"stopping job {job_id}").get("stopped", False)
+
+
+def check_dashboard_url(c: Checker, url: str, field: str = "dashboard_url") -> None:
+    """An http(s) URL of a Ray dashboard, checked before anything happens. No credentials in
+    it: the URL is logged."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str) or not url.strip():
+        c.fail(field, "is empty", FIX_URL)
+        return
+    shown = repr(url) if "@" not in url else "the URL (not shown: it may hold credentials)"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError when not a number in 0-65535
+    except ValueError as exc:
+        c.fail(field, f"{shown} is not a valid URL ({exc})", FIX_URL)
+        return
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        c.fail(field, f"{shown} is not an http(s) URL with a host", FIX_URL)
+    elif parts.username or parts.password:
+        c.fail(field, "has credentials in it (user:password@), which would be logged", "give the URL without them: "
+               + FIX_URL)
+    elif parts.query or parts.fragment or any(ch.isspace() for ch in url) or port == 0:
+        c.fail(field, f"{url!r} has a query, a fragment, a blank or port 0: it is not a dashboard's address", FIX_URL)
 
 
 def zip_dir(path: Path) -> bytes:
@@ -234,9 +284,7 @@ def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str, working_
     """Submit the job. Its runtime_env pip is requirements_file's lines (if given) then pip."""
     c = Checker()
     check_job(c, entrypoint, run_id, env_vars, pip)
-    c.not_empty("dashboard_url", dashboard_url, "wire provision_ray_cluster's dashboard_url output")
-    if dashboard_url and not dashboard_url.startswith(("http://", "https://")):
-        c.fail("dashboard_url", f"{dashboard_url!r} is not an http(s) URL", "wire provision_ray_cluster's dashboard_url output")
+    check_dashboard_url(c, dashboard_url)
     c.done()
     if requirements_file:
         pip = read_requirements(requirements_file, working_dir, embedded_root) + list(pip or [])
@@ -280,17 +328,27 @@ class JobResult:
 
 
 class Follower:
-    """Follows one job to a terminal state, streaming its new log lines (`logs` holds what
-    was read so far, whatever happens), and rides out an unreachable dashboard: a failed
-    poll (refused, timed out, reset, 5xx) starts an outage, logged once a minute, tolerated
-    for `outage_tolerance` seconds before Unreachable is raised. `heartbeat` is called once
-    per poll, also during an outage."""
+    """Follows one job to a terminal state, streaming its log (logtail.py: each poll reads only
+    what is new), and rides out an unreachable dashboard: a failed status poll (refused, timed
+    out, reset, 5xx) starts an outage, logged once a minute, tolerated for `outage_tolerance`
+    seconds before Unreachable is raised. Any other failure to read (401/403, an answer that is
+    not the Job API's) raises at once with its cause: it never reads as the job's end.
+    `heartbeat` is called once per poll, also during an outage.
+
+    The log: each new line is echoed (redacted) and, with `log_path`, appended to that file
+    (redacted); `logs` then keeps only the last TAIL_CHARS of it, so memory does not grow with
+    the log. Without `log_path`, `logs` is the whole log."""
 
     def __init__(self, dashboard_url: str, job_id: str, timeout: float, max_poll: float = MAX_POLL, echo=print,
                  stop_grace: float = 60.0, outage_tolerance: float = OUTAGE_TOLERANCE,
                  heartbeat: Callable[[], None] | None = None, request_timeout=TIMEOUTS,
-                 clock=time.monotonic, sleep=time.sleep):
+                 clock=time.monotonic, sleep=time.sleep, log_path: str | None = None):
+        import codecs
+
+        from .logtail import LogTail
+
         c = Checker()
+        check_dashboard_url(c, dashboard_url)
         c.not_empty("job_id", job_id, "wire submit_ray_job's output")
         c.positive_seconds("timeout", timeout)
         c.positive_seconds("outage_tolerance_seconds", outage_tolerance)
@@ -305,42 +363,130 @@ class Follower:
                              "retry of this task follows the job again; otherwise the pipeline's exit handler (teardown) "
                              "deletes the cluster. Fix: check the head pod and its Service, and raise "
                              "outage_tolerance_seconds if such outages are expected")
-        self.logs = ""
+        self.tail = LogTail(self.url, job_id, timeout=tuple(request_timeout) if isinstance(request_timeout, tuple)
+                            else (request_timeout, request_timeout), clock=clock)
+        self.log_path = log_path
+        self._log_file = None
+        if log_path:
+            try:
+                self._log_file = open(log_path, "w")  # noqa: SIM115 - closed by close()
+            except OSError as exc:
+                log(f"could not write the job log to {log_path}: {exc}")
+        self.logs = ""  # the whole log, or its last TAIL_CHARS with log_path
+        self.log_chars = 0  # characters of the log passed on so far
+        self.metrics: dict[str, float] = {}
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._partial = ""  # the last line, until its newline comes
+        self._said_dropped: str | None = None
+        self.more = False  # the last read left more log waiting: poll again at once
         self.info: dict | None = None
         self.started_at = None  # the job's start_time as first seen: another one is another run of it
-        self.log_every = max(LOG_EVERY, max_poll)
-        self._drained_at: float | None = None
 
-    # --- reading -------------------------------------------------------------------
-    def _drain(self) -> None:
-        self._take(self.polls.logs(self.job_id))
+    # --- the log -------------------------------------------------------------------
+    def _read_log(self, final: bool = False) -> None:
+        """Pass on what the log stream has brought since the last read (see logtail.py)."""
+        chunks, self.more = self.tail.read()
+        self._feed(chunks)
+        if self.tail.dropped and self.tail.dropped != self._said_dropped:
+            self._said_dropped = self.tail.dropped
+            log(f"the log stream of job {self.job_id} dropped ({self.tail.dropped}); reconnecting (Ray resends the log "
+                f"from its start: the {self.tail.received} bytes already read are skipped)")
+        elif not self.tail.dropped and self._said_dropped:
+            self._said_dropped = None
 
     def _final_log(self) -> None:
-        """The whole log of a job that is over (bounded retries: the dashboard was just there)."""
+        """The rest of the log of a job that is over: Ray closes the stream once it has sent
+        the log file to its end. Bounded: FINAL_LOG_S in all, a read timeout per message, and
+        a few reconnects; what was read is kept whatever happens."""
+        deadline = self.clock() + FINAL_LOG_S
+        reconnects = 0
         try:
-            self._take(RayJobsClient(self.url, timeout=self.request_timeout).logs(self.job_id) or self.logs)
+            while not self.tail.ended and self.clock() < deadline:
+                beat(self.heartbeat)  # a long backlog: the lease is still renewed
+                was = self.tail.received
+                chunks, _ = self.tail.read(wait=True, budget_s=max(0.0, deadline - self.clock()))
+                self._feed(chunks)
+                if self.tail.dropped:
+                    reconnects = 0 if self.tail.received > was else reconnects + 1
+                    if reconnects > 3:
+                        break
+                    self.sleep(min(1.0 * reconnects, max(0.0, deadline - self.clock())))
+                    self.tail._retry_at = 0.0
+            if not self.tail.ended:
+                why = self.tail.dropped or f"no end within {FINAL_LOG_S:.0f}s"
+                log(f"could not read the end of job {self.job_id}'s log ({why}); the log kept is what was read")
         except Exception as exc:  # noqa: BLE001 - what was streamed is kept
             log(f"could not read the final log of job {self.job_id} ({type(exc).__name__}: {first_line(exc)})")
+        finally:
+            self.tail.close()
+            self._flush_partial()
+
+    def _feed(self, chunks: list[bytes]) -> None:
+        if not chunks:
+            return
+        text = self._partial + "".join(self._decoder.decode(c) for c in chunks)
+        cut = text.rfind("\n") + 1
+        if cut == 0 and len(text) < LONG_LINE:
+            self._partial = text
+            return
+        if cut == 0:
+            cut = len(text)
+        self._partial = text[cut:]
+        self._emit(text[:cut])
+
+    def _flush_partial(self) -> None:
+        rest = self._partial + self._decoder.decode(b"", final=True)
+        self._partial = ""
+        if rest:
+            self._emit(rest)
+
+    def _emit(self, text: str) -> None:
+        """Echo, keep and write complete lines (redacted once, as a block: a log of millions of
+        lines is not handled line by line)."""
+        from .redact import redact
+
+        self.log_chars += len(text)
+        if METRICS_PREFIX in text:
+            self.metrics.update(parse_metrics(text))
+        shown = redact(text)
+        self.echo(shown[:-1] if shown.endswith("\n") else shown)
+        if self._log_file is not None:
+            try:
+                self._log_file.write(shown)
+            except OSError as exc:
+                log(f"could not write the job log to {self.log_path}: {exc}")
+                self._log_file.close()
+                self._log_file = None
+        self.logs = (self.logs + text)[-TAIL_CHARS:] if self.log_path else self.logs + text
 
     def _take(self, text: str) -> None:
-        """Echo what the log has that was not seen yet; keep it all."""
-        if len(text) > len(self.logs):
-            from .redact import redact
+        """Pass on what a whole log read at once (the Job API's /logs) has beyond what was
+        passed on already."""
+        if len(text) > self.log_chars + len(self._partial):
+            self._partial = ""
+            self._emit(text[self.log_chars:])
 
-            for line in text[len(self.logs):].splitlines():
-                self.echo(redact(line))
-        self.logs = text
+    def close(self) -> None:
+        """Close the log stream and the log file (flushed)."""
+        self.tail.close()
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
 
+    # --- reading -------------------------------------------------------------------
     def _poll(self) -> dict | None:
-        """The job's info (and new log lines), or None while the dashboard is unreachable."""
+        """The job's info (and new log lines), or None while the dashboard is unreachable.
+        Raises JobLost (404), Unreachable (the outage outlasted its window), or the cause of
+        any other failure to read."""
         try:
             info = self.polls.info(self.job_id)
-            now = self.clock()
+            self._same_run(info)
             if info["status"] in TERMINAL:
                 self._final_log()
-            elif self._drained_at is None or now - self._drained_at >= self.log_every:
-                self._drained_at = now
-                self._drain()
+            else:
+                self._read_log()
+        except JobFailed:
+            raise
         except Exception as exc:  # noqa: BLE001 - classified: transient, lost, or a real failure
             if getattr(exc, "status", None) == 404:
                 raise self._lost() from None
@@ -349,7 +495,6 @@ class Follower:
             self.outage.failed(exc)  # Unreachable once the window is spent
             return None
         self.outage.ok()
-        self._same_run(info)
         return info
 
     def _same_run(self, info: dict) -> None:
@@ -378,6 +523,12 @@ class Follower:
     def run(self):
         """Follow to the end. Returns JobResult (SUCCEEDED); raises JobFailed (FAILED, STOPPED,
         lost), JobTimeout (stopped at the timeout), Unreachable (outage longer than tolerated)."""
+        try:
+            return self._run()
+        finally:
+            self.close()
+
+    def _run(self):
         started = self.clock()
         backoff = Backoff(0.2, 1.5, self.max_poll)
         last_status = None
@@ -393,7 +544,10 @@ class Follower:
                     break
             if self.clock() - started > self.timeout:
                 raise self._timed_out()
-            self.sleep(backoff.next() if info is not None else self.outage.pause())
+            if info is None:
+                self.sleep(self.outage.pause())
+            elif not self.more:  # more log waiting: read on at once (the status is checked first)
+                self.sleep(backoff.next())
         return self._result(started)
 
     def _timed_out(self) -> JobTimeout:
@@ -407,7 +561,8 @@ class Follower:
                 if status in TERMINAL or self.clock() >= deadline:
                     break
                 self.sleep(0.5)
-            self._drain()
+            if status in TERMINAL:
+                self._final_log()
         except Exception as exc:  # noqa: BLE001 - the cluster's deletion stops it anyway
             log(f"stopping Ray job {self.job_id} failed ({type(exc).__name__}: {first_line(exc)}); deleting its "
                 "cluster stops it")
@@ -421,7 +576,7 @@ class Follower:
         start, end = info.get("start_time"), info.get("end_time")
         duration = (end - start) / 1000.0 if start and end else self.clock() - started
         result = JobResult(self.job_id, info["status"], info.get("message") or "", round(duration, 3),
-                           redact(self.logs), parse_metrics(self.logs))
+                           redact(self.logs), dict(self.metrics))
         if result.status != "SUCCEEDED":
             raise JobFailed(f"Ray job {self.job_id} {result.status}: {redact(result.message)}\n"
                             f"--- last log lines ---\n{_tail(result.logs)}")
@@ -458,7 +613,8 @@ class Follower:
 
 def follow(dashboard_url: str, job_id: str, timeout: float, max_poll: float = MAX_POLL, echo=print,
            stop_grace: float = 60.0, outage_tolerance: float = OUTAGE_TOLERANCE,
-           heartbeat: Callable[[], None] | None = None, request_timeout=TIMEOUTS) -> JobResult:
+           heartbeat: Callable[[], None] | None = None, request_timeout=TIMEOUTS,
+           log_path: str | None = None) -> JobResult:
     """Follow a job to a terminal state, streaming its new log lines (see Follower); stop it
     on timeout, and on SIGTERM (a cancelled run: the stop is sent at once, and the job
     awaited only for what is left of the grace period). Raises JobFailed, JobTimeout,
@@ -467,7 +623,7 @@ def follow(dashboard_url: str, job_id: str, timeout: float, max_poll: float = MA
     from .signals import cleanup_deadline, sigterm_raises
 
     follower = Follower(dashboard_url, job_id, timeout, max_poll, echo, stop_grace, outage_tolerance, heartbeat,
-                        request_timeout)
+                        request_timeout, log_path=log_path)
     with sigterm_raises():
         try:
             return follower.run()

@@ -135,6 +135,7 @@ class Eviction:
     requeues: int         # status.requeueState.count: PodsReadyTimeout evictions so far
     requeue_at: str       # when Kueue will try to admit it again ("" if unknown)
     deactivated: bool     # spec.active false: Kueue gave up (requeuingBackoffLimitCount)
+    ongoing: bool = False  # the Evicted condition is True: evicted now, not admitted again yet
 
 
 class KueueView:
@@ -186,7 +187,7 @@ class KueueView:
             message = message[len("Previously: "):]
             reason = "PodsReadyTimeout" if message.startswith("Exceeded the PodsReady timeout") else reason
         return Eviction(reason, message, int(requeue.get("count") or 0), requeue.get("requeueAt") or "",
-                        (wl.get("spec") or {}).get("active") is False)
+                        (wl.get("spec") or {}).get("active") is False, (cond or {}).get("status") == "True")
 
     def waiting_reason(self, rc: dict) -> str:
         """Why the Workload waits (QuotaReserved's message) and its ClusterQueue's usage."""

@@ -6,8 +6,8 @@ admitted workload whose pods are not all ready in time: Workload condition Evict
 PodsReadyTimeout, then it suspends the RayCluster again (spec.suspend true, KubeRay deletes
 the pods) and requeues it with backoff (60 s * 2^(n-1)). RHOAI's pipeline-runner may not
 read Workloads, so an eviction is seen on the RayCluster itself: suspended again after it
-was admitted. Each Kueue stop or start is one spec update, so a suspend/resume pair that
-fell between two polls still shows as two more generations.
+was admitted, or KubeRay's suspension conditions moved (Admissions); Kueue's own count where
+the optional RBAC lets it be read.
 
 A RayJob waits the same way (`RayJobTarget`, rayjobs.py): Kueue suspends and admits the
 RayJob, KubeRay then creates its RayCluster, whose pods are watched as a RayCluster's."""
@@ -43,32 +43,64 @@ PODS_READY_FIX = ("pre-pull the image on the nodes or mirror it to a registry cl
                   "image (`image`), or ask your OpenShift AI administrator to raise Kueue's waitForPodsReady.timeout")
 
 
+_SUSPEND_CONDITIONS = ("RayClusterSuspending", "RayClusterSuspended")
+
+
+def _suspend_marks(rc: dict) -> dict[str, tuple]:
+    """KubeRay's (v1.3+) suspension conditions, type: (status, lastTransitionTime)."""
+    conds = {c.get("type"): c for c in (rc.get("status") or {}).get("conditions") or []}
+    return {t: (conds[t].get("status"), conds[t].get("lastTransitionTime")) for t in _SUSPEND_CONDITIONS if t in conds}
+
+
 class Admissions:
-    """Admissions and evictions, from successive observations of the RayCluster."""
+    """Admissions and evictions, from successive observations of the RayCluster: what
+    pipeline-runner may read. An eviction is a real suspension: spec.suspend seen true again
+    after an admission, or, for one that began and ended between two polls (Kueue suspended
+    it, KubeRay deleted its pods, Kueue admitted it again), KubeRay's RayClusterSuspending or
+    RayClusterSuspended condition transitioning again once KubeRay had settled the admitted
+    cluster on both False. Any other spec write (an autoscaler's replica change) is none. Kueue's own
+    count (Workload status.requeueState.count), where readable, refines the count (_Wait.evicted).
+    Without KubeRay's conditions (its RayClusterStatusConditions gate off) a whole eviction
+    between two polls is not seen here: Kueue's requeue backoff (60 s and more on OpenShift AI)
+    is far longer than a poll (5 s at most)."""
 
     def __init__(self):
-        self.admitted_generation: int | None = None  # None while queued
+        self.admitted = False
+        self.marks: dict[str, tuple] | None = None  # the suspension conditions once settled after admission
         self.evictions = 0
 
     def observe(self, rc: dict) -> str | None:
         """'admitted', 'evicted' (suspended again), 'readmitted' (a whole eviction happened
         between observations), or None (no change)."""
-        generation = int(rc["metadata"].get("generation") or 0)
-        if self.admitted_generation is None:
+        if not self.admitted:
             if suspended(rc):
                 return None
-            self.admitted_generation = generation
+            self.admitted, self.marks = True, None
+            self._settle(rc)
             return "admitted"
         if suspended(rc):
-            self.admitted_generation = None
+            self.admitted, self.marks = False, None
             self.evictions += 1
             return "evicted"
-        missed = (generation - self.admitted_generation) // 2
-        if missed > 0:
-            self.admitted_generation += 2 * missed
-            self.evictions += missed
+        if self.marks is None:
+            self._settle(rc)
+            return None
+        # Settled, both False: any transition since is a suspension begun (and, spec.suspend
+        # being false again, ended).
+        now = _suspend_marks(rc)
+        if any(now.get(t, (None, None))[1] != self.marks[t][1] for t in _SUSPEND_CONDITIONS):
+            self.marks = None
+            self._settle(rc)
+            self.evictions += 1
             return "readmitted"
         return None
+
+    def _settle(self, rc: dict) -> None:
+        """Take KubeRay's conditions as the admitted cluster's baseline once KubeRay has
+        written both as False (it had not yet caught up with the admission before)."""
+        marks = _suspend_marks(rc)
+        if len(marks) == len(_SUSPEND_CONDITIONS) and all(st == "False" for st, _ in marks.values()):
+            self.marks = marks
 
 
 class ClusterTarget:
@@ -123,6 +155,7 @@ class _Wait:
         self.pods_listed: float | None = None
         self.reason_read = -REASON_EVERY
         self.said_blind = False
+        self.kueue_read = -PODS_EVERY
 
     # --- the loop ------------------------------------------------------------------
     def run(self) -> Waited:
@@ -141,7 +174,7 @@ class _Wait:
             if self.requeue_baseline is None:
                 ev = self.kueue.eviction(rc)
                 self.requeue_baseline = ev.requeues if ev else 0
-            event = self.admissions.observe(rc)
+            event = self.admissions.observe(rc) or self.kueue_readmitted(rc, now)
             if event == "admitted":
                 log(f"admitted by Kueue after {self.spent['queued']:.1f}s queued; starting pods")
                 self.phase, backoff = "starting", Backoff(STARTING_POLL_CAP, 1.0, STARTING_POLL_CAP,
@@ -163,6 +196,21 @@ class _Wait:
                     self.look_at_pods(now)  # what they are doing now, for the message
                 raise self.timed_out()
             self.sleep(min(backoff.next(), left))
+
+    def kueue_readmitted(self, rc: dict, now: float) -> str | None:
+        """'readmitted' when Kueue's own record (where this service account may read it) has
+        more evictions, all over, than the RayCluster showed: one that began and ended
+        between two polls. Only for a cluster without KubeRay's suspension conditions (they
+        are the witness where present: two witnesses of one eviction, seen at different
+        polls, would count it twice). Read every PODS_EVERY seconds while starting."""
+        if (self.phase != "starting" or not self.kueue.readable or now - self.kueue_read < PODS_EVERY
+                or _suspend_marks(rc)):
+            return None
+        self.kueue_read = now
+        ev = self.kueue.eviction(rc)
+        if ev and not ev.ongoing and ev.requeues - (self.requeue_baseline or 0) > self.admissions.evictions:
+            return "readmitted"
+        return None
 
     # --- phases --------------------------------------------------------------------
     def queued(self, rc: dict, now: float) -> None:

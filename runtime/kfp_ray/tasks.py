@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import UTC
 
 from . import cluster, jobs, kube, lease, rayclusters
-from .errors import Cancelled, InputError, InputErrors, JobLost, Unreachable
+from .errors import Cancelled, InputError, InputErrors, JobFailed, JobLost, JobTimeout
 from .signals import cleanup_deadline, sigterm_raises
 from .validate import Checker, derive_cluster_name, label_value, task_identity
 from .wait import Backoff, Outage, beat, combine, first_line, is_transient, log
@@ -100,47 +100,47 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
     lost, or timed out and stopped) and when the task is cancelled: then the job's stop and
     the cluster's deletion are requested at once, and awaited only for what is left of the
     grace period. An unreachable dashboard is ridden out for outage_tolerance_seconds; past
-    that the task fails WITHOUT deleting the cluster, since the job may still be running (a
-    retry of the task follows it again; else the exit handler's teardown, and failing that
-    the lease sweeper, frees it). Returns jobs.JobResult.
+    that, and on any failure to read that is not the job's end (401/403, an answer that is not
+    the Job API's), the task fails with the cause WITHOUT deleting the cluster, since the job
+    may still be running (a retry of the task follows it again; else the exit handler's
+    teardown, and failing that the lease sweeper, frees it). Returns jobs.JobResult.
 
     While it follows (outages included) it renews cluster_name's lease (lease.py) every
     renew_every_seconds to lease_seconds ahead, so the sweeper leaves the cluster alone; once
     the job is over it renews no more."""
     c = Checker()
+    jobs.check_dashboard_url(c, dashboard_url)
     lease.check(c, lease_seconds, renew_every_seconds)
     c.done()
     deleting = bool(delete_cluster and cluster_name)
     ns = _namespace(namespace) if deleting else namespace
     _check_cluster_exists(cluster_name, namespace, job_id)
     renewer = _renewer(cluster_name, namespace, lease_seconds, renew_every_seconds)
+    # The log streams into log_path as it is read (redacted), whatever happens.
     follower = jobs.Follower(dashboard_url, job_id, timeout, max_poll=max_poll_seconds, echo=print,
-                             outage_tolerance=outage_tolerance_seconds, heartbeat=combine(renewer, heartbeat))
+                             outage_tolerance=outage_tolerance_seconds, heartbeat=combine(renewer, heartbeat),
+                             log_path=log_path)
     with sigterm_raises():
         try:
             try:
                 result = follower.run()
-            except Unreachable:
-                _write_log(log_path, follower.logs)
-                if deleting:
-                    log(f"leaving RayCluster {cluster_name}: Ray job {job_id} may still be running")
-                if renewer is not None:
-                    renewer.hand_off()  # to a retry of this task (it follows the job again), or to teardown
-                raise
-            except Exception:  # over: failed, stopped, lost, timed out (and stopped), or bad input
-                _write_log(log_path, follower.logs)
+            except (JobFailed, JobTimeout):  # over: failed, stopped, lost, or timed out and stopped
                 if deleting:
                     _delete_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)
                 raise
-            _write_log(log_path, result.logs)
+            except Exception as exc:  # not known to be over (unreachable, refused, an unreadable answer)
+                if deleting:
+                    log(f"leaving RayCluster {cluster_name}: Ray job {job_id} may still be running "
+                        f"({type(exc).__name__}); a retry of this task follows it again, else the pipeline's exit "
+                        "handler (teardown) deletes the cluster")
+                if renewer is not None:
+                    renewer.hand_off()  # to a retry of this task (it follows the job again), or to teardown
+                raise
             if deleting:
                 result.teardown_seconds = _delete_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)
             return result
         except Cancelled as exc:
-            try:
-                _cancel(follower, cluster_name if deleting else "", ns, exc)
-            finally:
-                _write_log(log_path, follower.logs)
+            _cancel(follower, cluster_name if deleting else "", ns, exc)
             raise
 
 
@@ -284,6 +284,7 @@ def drive(dashboard_url: str, cluster_name: str, namespace: str, driver: str, fu
     from . import results, s3
 
     c = Checker()
+    jobs.check_dashboard_url(c, dashboard_url)
     lease.check(c, lease_seconds, renew_every_seconds)
     example = 'give a JSON object, as \'{"epochs": 8}\''
     try:

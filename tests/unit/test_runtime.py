@@ -333,17 +333,32 @@ def test_kuberay_replica_failure_is_classified_with_its_fix():
     assert replica_failure(_rc(2, False, [{"type": "HeadPodReady", "status": "False"}])) is None
 
 
-def test_admissions_count_evictions_seen_or_missed_between_polls():
+def _suspension(suspending: tuple[str, str], suspended: tuple[str, str]) -> list[dict]:
+    """KubeRay's suspension conditions, each (status, lastTransitionTime)."""
+    return [{"type": "RayClusterSuspending", "status": suspending[0], "lastTransitionTime": suspending[1]},
+            {"type": "RayClusterSuspended", "status": suspended[0], "lastTransitionTime": suspended[1]}]
+
+
+def test_admissions_count_real_suspensions_seen_or_missed_between_polls():
+    """Issue 25 item 8: a real suspension counts, seen (spec.suspend true again) or missed between
+    polls (KubeRay's suspension conditions moved); no other spec write does."""
     a = Admissions()
-    assert a.observe(_rc(1, True)) is None                       # created suspended by Kueue's webhook
-    assert a.observe(_rc(2, False)) == "admitted"                # Kueue admits: spec.suspend false
-    assert a.observe(_rc(2, False)) is None
-    assert a.observe(_rc(3, True)) == "evicted" and a.evictions == 1  # suspended again: evicted
-    assert a.observe(_rc(3, True)) is None
-    assert a.observe(_rc(4, False)) == "admitted"
-    # Evicted and admitted again between two polls: two more spec updates, never seen suspended.
-    assert a.observe(_rc(6, False)) == "readmitted" and a.evictions == 2
-    assert a.observe(_rc(6, False)) is None and a.evictions == 2
+    created = _suspension(("False", "t1"), ("True", "t1"))  # Kueue's webhook created it suspended
+    assert a.observe(_rc(1, True, created)) is None
+    assert a.observe(_rc(2, False, created)) == "admitted"  # KubeRay has not caught up yet
+    running = _suspension(("False", "t1"), ("False", "t2"))
+    assert a.observe(_rc(2, False, running)) is None and a.evictions == 0  # KubeRay catching up is no eviction
+    # An autoscaler (or anyone) writing the spec: generations move, no suspension.
+    assert a.observe(_rc(3, False, running)) is None
+    assert a.observe(_rc(5, False, running)) is None and a.evictions == 0
+    assert a.observe(_rc(6, True, running)) == "evicted" and a.evictions == 1  # seen suspended again
+    assert a.observe(_rc(6, True, _suspension(("False", "t4"), ("True", "t4")))) is None
+    assert a.observe(_rc(7, False, _suspension(("False", "t4"), ("False", "t5")))) == "admitted"
+    assert a.observe(_rc(7, False, _suspension(("False", "t4"), ("False", "t5")))) is None
+    # Evicted and admitted again between two polls: never seen suspended, KubeRay's conditions moved.
+    assert a.observe(_rc(9, False, _suspension(("False", "t7"), ("False", "t8")))) == "readmitted"
+    assert a.evictions == 2
+    assert a.observe(_rc(12, False, _suspension(("False", "t7"), ("False", "t8")))) is None and a.evictions == 2
 
 
 @pytest.mark.parametrize("prefix,problem", [
@@ -388,3 +403,32 @@ def test_follow_refuses_a_max_poll_that_is_not_a_positive_number(value):
     with pytest.raises(InputError) as exc:  # before any request: the URL goes nowhere
         jobs.follow("http://127.0.0.1:9", "raysubmit_1", timeout=60, max_poll=value)
     assert exc.value.field == "max_poll_seconds" and "max_poll_seconds=5" in str(exc.value)
+
+
+def test_kueues_record_counts_an_eviction_missed_between_polls_only_without_kuberays_conditions():
+    """Where the optional RBAC lets it read the Workload, Kueue's requeueState.count witnesses an
+    eviction that began and ended between two polls, once it is over (Evicted not True), and only
+    where KubeRay's suspension conditions (the other witness) are absent: never counted twice."""
+    from kfp_ray.queues import Eviction
+    from kfp_ray.readiness import PODS_EVERY, _Wait
+
+    class Kueue:
+        readable, record = True, Eviction("PodsReadyTimeout", "Exceeded the PodsReady timeout", 0, "", False)
+
+        def eviction(self, rc):
+            return self.record
+
+    w = _Wait("c", "ns", "q", 60, 60, "", clock=lambda: 0.0, sleep=lambda s: None)
+    w.kueue, w.phase, w.requeue_baseline = Kueue(), "starting", 0
+    bare = _rc(3, False)
+    assert w.kueue_readmitted(bare, 0.0) is None  # nothing in Kueue's record
+    w.kueue.record = Eviction("PodsReadyTimeout", "Exceeded the PodsReady timeout", 1, "", False, ongoing=True)
+    assert w.kueue_readmitted(bare, PODS_EVERY) is None  # evicted now: the RayCluster shows it (suspended)
+    w.kueue.record = Eviction("PodsReadyTimeout", "Previously: Exceeded the PodsReady timeout", 1, "", False)
+    assert w.kueue_readmitted(bare, PODS_EVERY + 1) is None  # read every PODS_EVERY only
+    assert w.kueue_readmitted(bare, 2 * PODS_EVERY) == "readmitted"
+    w.admissions.evictions = 1
+    assert w.kueue_readmitted(bare, 3 * PODS_EVERY) is None  # already counted
+    w.admissions.evictions = 0
+    with_conditions = _rc(3, False, _suspension(("False", "t1"), ("False", "t2")))
+    assert w.kueue_readmitted(with_conditions, 4 * PODS_EVERY) is None  # KubeRay's conditions witness it

@@ -86,3 +86,22 @@ def test_sigterm_stops_the_job_before_the_task_exits(ray_cluster, run_local):
     assert done["result"]["status"] == "FAILURE"
     assert "the task was cancelled: stopping Ray job" in done["log"]
     assert jobs.RayJobsClient(ray_cluster.dashboard_url).info(job)["status"] == "STOPPED"
+
+
+def test_a_large_log_is_streamed_from_ray_once_never_fetched_whole(ray_cluster, tmp_path, monkeypatch):
+    """Against Ray 2.52.1's own /logs/tail (issue 25 item 7): ~20 MB of log reaches follow's file
+    whole, each line once and in order, without the whole-log endpoint."""
+    def whole_log(*args, **kwargs):
+        raise AssertionError("follow fetched the whole log")
+
+    monkeypatch.setattr(jobs.RayJobsClient, "logs", whole_log)
+    job = submit(ray_cluster, "python -c 'import sys\nfor i in range(10000): sys.stdout.write(f\"{i:08d} \" + \"y\" * 2000 + \"\\n\")'",
+                 "large")
+    lines = []
+    result = jobs.follow(ray_cluster.dashboard_url, job, timeout=300, echo=lambda text: lines.append(len(text)),
+                         log_path=str(tmp_path / "job.log"))
+    assert result.status == "SUCCEEDED"
+    numbers = [int(line[:8]) for line in (tmp_path / "job.log").read_text().splitlines()
+               if line[:8].isdigit() and line[8:] == " " + "y" * 2000]
+    assert numbers == list(range(10000))
+    assert len(result.logs) <= jobs.TAIL_CHARS

@@ -12,7 +12,7 @@ import pytest
 
 from kfp_ray import jobs, wait
 from kfp_ray.components.follow_ray_job.tests.dashboard import Dashboard
-from kfp_ray.errors import Cancelled, KfpRayError, Unreachable
+from kfp_ray.errors import AccessDenied, Cancelled, InputError, KfpRayError, Unreachable
 from tests.helpers import eventually
 
 FAST = dict(max_poll=0.2, request_timeout=(0.5, 0.5))
@@ -144,3 +144,44 @@ def test_cancelled_is_not_an_exception_so_nothing_swallows_it():
     with pytest.raises(Cancelled):
         wait.beat(cancelled)
     assert calls == [1, 1]
+
+
+# --- a failure to read is not the job's end (issue 25 item 6) -------------------------------
+@pytest.mark.parametrize("status,body,ctype,error,says", [
+    (401, "Unauthorized", "text/plain", AccessDenied, "answered 401 to the status of job j4: something in front"),
+    (403, "Forbidden", "text/plain", AccessDenied, "answered 403 to the status of job j4: something in front"),
+    (200, "<html>Log in with OpenShift</html>", "text/html", KfpRayError, "with something that is not the Ray Job API's"),
+    (200, '{"detail": "ok"}', "application/json", KfpRayError, "with something that is not the Ray Job API's"),
+])
+def test_an_answer_follow_cannot_read_fails_at_once_with_its_cause(dashboard, status, body, ctype, error, says):
+    """A proxy's 401/403 or a page that is not the Job API's: no outage to ride out, and not the
+    job's end either: follow raises the cause (tasks.follow then leaves the cluster: test_delete.py)."""
+    dashboard.answer = (status, ctype, body)
+    with pytest.raises(error) as got:
+        jobs.Follower(dashboard.url, "j4", timeout=60, outage_tolerance=60, **FAST).run()
+    assert not isinstance(got.value, (jobs.JobFailed, jobs.JobTimeout, Unreachable))
+    assert says in str(got.value) and "Fix: wire provision_ray_cluster's dashboard_url output" in str(got.value)
+    assert len(dashboard.seen("GET", "/j4")) == 1  # at once: no outage window spent on it
+
+
+@pytest.mark.parametrize("url,says", [
+    ("", "dashboard_url: is empty"),
+    ("raycluster-head-svc:8265", "is not an http(s) URL with a host"),
+    ("ftp://head:8265", "is not an http(s) URL with a host"),
+    ("http://head:port", "is not a valid URL"),
+    ("http://user:s3cret@head:8265", "has credentials in it"),
+    ("http://head:8265/?x=1", "has a query"),
+])
+def test_a_bad_dashboard_url_is_refused_before_anything_happens(url, says, tmp_path):
+    from kfp_ray import tasks
+    from kfp_ray.errors import InputErrors
+
+    for call in (lambda: jobs.Follower(url, "j", timeout=60),
+                 lambda: tasks.follow(url, "j", str(tmp_path / "log"), cluster_name="c", namespace="ns"),
+                 lambda: jobs.submit(url, "python x.py", "run-1", "submit"),
+                 lambda: tasks.drive(url, "c", "ns", "driver.py")):
+        with pytest.raises((InputError, InputErrors)) as got:
+            call()
+        assert says in str(got.value) and "wire provision_ray_cluster's dashboard_url output" in str(got.value)
+        assert "s3cret" not in str(got.value)
+    assert not (tmp_path / "log").exists()

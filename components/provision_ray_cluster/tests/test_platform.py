@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client as k8s
 
 from kfp_ray import tasks
-from kfp_ray.errors import AdmissionTimeout, Evicted, PodsFailing
+from kfp_ray.errors import AdmissionTimeout, Evicted, PodsFailing, StartupTimeout
 from tests.helpers import eventually, raycluster
 
 SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi", local_queue="local-queue-test")
@@ -64,6 +64,37 @@ def test_two_evictions_fail_naming_the_cause_and_the_fix(box, sbx, as_pipeline_r
     assert "suspended again after Kueue had admitted it" in out
     assert "eviction 1 of 2 tolerated" in out and "waiting for admission again" in out
     assert "deleting RayCluster evictee" in out and rayclusters(sbx) == {}
+
+
+def test_an_autoscaler_replica_change_is_not_an_eviction(box, sbx, as_pipeline_runner, capsys):
+    """Issue 25 item 8: spec writes that are not suspensions (an autoscaler scaling a worker group
+    up and down while the pods start) move the generation; no eviction is counted. The pods never
+    start (no Ray needed): the wait ends at its startup timeout, not at an eviction."""
+    sbx.set_faults({"clusters": {"scaled": {"slow_start": 300}}})
+    done = {}
+
+    def provision():
+        try:
+            tasks.provision(run_id="r-scaled", cluster_name="scaled", startup_timeout=8, **SMALL)
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            done["error"] = exc
+
+    t = threading.Thread(target=provision, daemon=True)
+    t.start()
+    output = Output(capsys)
+    eventually(lambda: "admitted by Kueue" in output, 60, what="provision to see the cluster admitted")
+    rc = rayclusters(sbx)["scaled"]
+    groups = rc["spec"]["workerGroupSpecs"]
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    for replicas in (1, 0):  # the autoscaler scales up, then down: two spec writes
+        groups[0]["replicas"] = replicas
+        co.patch_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "scaled",
+                                          {"spec": {"workerGroupSpecs": groups}})
+    assert rayclusters(sbx)["scaled"]["metadata"]["generation"] >= rc["metadata"]["generation"] + 2
+    t.join(60)
+    assert isinstance(done.get("error"), StartupTimeout), done
+    out = output.text + capsys.readouterr().out
+    assert "evict" not in out.lower(), out
 
 
 def test_kueues_eviction_reason_is_logged_where_workloads_are_readable(box, sbx, as_admin, capsys):

@@ -1,0 +1,115 @@
+"""follow_ray_job reads only what is new of a job's log (issue 25 item 7): it streams Ray's
+/api/jobs/{id}/logs/tail websocket (the loopback dashboard plays Ray 2.52.1's, dashboard.py),
+never downloads the whole log, writes the log to its file as it comes, and keeps only its tail
+in memory. A dropped stream is reconnected, skipping what was read (Ray resends from the first
+byte): no line duplicated or lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from kfp_ray import jobs
+from kfp_ray.components.follow_ray_job.tests.dashboard import Dashboard
+from kfp_ray.logtail import PUMP_BYTES
+from tests.helpers import eventually
+
+FAST = dict(max_poll=0.2, request_timeout=(0.5, 2.0))
+
+
+@pytest.fixture
+def dashboard():
+    d = Dashboard()
+    yield d
+    d.close()
+
+
+_CHILD = """
+import json, sys
+from kfp_ray import jobs
+url, path = sys.argv[1], sys.argv[2]
+f = jobs.Follower(url, "big", timeout=900, max_poll=0.2, echo=lambda text: None, log_path=path)
+reads, read = [], f.tail.read
+def counted(*a, **k):
+    chunks, more = read(*a, **k)
+    reads.append(sum(map(len, chunks)))
+    return chunks, more
+f.tail.read = counted
+r = f.run()
+print("RESULT", json.dumps({"status": r.status, "metrics": r.metrics, "max_read": max(reads), "held": len(f.logs)}))
+"""
+
+
+def test_a_job_printing_200_MB_is_followed_to_its_end_with_bounded_memory(dashboard, tmp_path):
+    """Follow runs in a child process, so that its peak RSS (wait4) is its own; the log is made
+    as it is read, so the test holds none of it either."""
+    line = "x" * 2000 + "\n"
+    block = ("KFP_RAY_METRICS {\"step\": 1}\n" + line * 9).encode()
+    repeat = (200 << 20) // len(block) + 1
+    dashboard.job_stream("big", block, repeat)
+    log_path = tmp_path / "job.log"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, dashboard.url, str(log_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+    out = proc.stdout.read()  # small: the echo goes nowhere, progress lines only
+    _, code, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(code)
+    assert proc.returncode == 0, out
+    got = json.loads(out.split("RESULT ", 1)[1])
+    assert got["status"] == "SUCCEEDED" and got["metrics"] == {"step": 1.0}
+    assert log_path.stat().st_size == len(block) * repeat >= 200 << 20
+    log_path.unlink()
+    assert "unreachable" not in out and "dropped" not in out, out  # no outage, no reconnect
+    assert dashboard.seen("GET", "/big/logs") == []  # never the whole log
+    assert len(dashboard.seen("GET", "/big/logs/tail")) == 1
+    assert got["max_read"] <= PUMP_BYTES + len(block)  # bytes read per poll (one message over) do not grow
+    assert got["held"] <= jobs.TAIL_CHARS
+    peak_mb = usage.ru_maxrss / 1024  # Linux: KiB
+    print(f"follow's peak RSS: {peak_mb:.0f} MB")
+    assert peak_mb < 120, f"follow's peak RSS {peak_mb:.0f} MB for a 200 MB log"
+
+
+def test_a_dropped_log_stream_is_reconnected_without_duplicated_or_lost_lines(dashboard, tmp_path, capsys):
+    lines = [f"line {i}\n" for i in range(1, 61)]
+    dashboard.job("j", "RUNNING", "".join(lines[:20]))
+    follower = jobs.Follower(dashboard.url, "j", timeout=60, log_path=str(tmp_path / "job.log"), **FAST)
+    outcome = {}
+    t = threading.Thread(target=lambda: outcome.update(result=follower.run()), daemon=True)
+    t.start()
+    eventually(lambda: follower.log_chars == len("".join(lines[:20])), 20, what="the first 20 lines")
+    dashboard.cut_streams()
+    dashboard.job("j", "RUNNING", "".join(lines[:40]))
+    eventually(lambda: follower.tail.connects >= 2 and follower.log_chars == len("".join(lines[:40])), 20,
+               what="the stream reconnected and 20 more lines")
+    dashboard.hang()  # a stalled stream and status polls that time out: an outage, ridden out
+    eventually(lambda: follower.outage.tries >= 1, 20, what="a failed poll")
+    dashboard.job("j", "SUCCEEDED", "".join(lines))
+    dashboard.serve()
+    t.join(30)
+    assert outcome["result"].status == "SUCCEEDED"
+    assert (tmp_path / "job.log").read_text() == "".join(lines)  # each line once, in order
+    assert dashboard.seen("GET", "/j/logs") == []
+    out = capsys.readouterr().out
+    assert "the log stream of job j dropped" in out and "already read are skipped" in out
+    assert out.count("line 21\n") == 1 and out.count("line 60\n") == 1
+
+
+def test_a_line_is_passed_on_whole_and_redacted_across_messages(dashboard, tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "very-secret-key")
+    echoed = []
+    dashboard.job("p", "RUNNING", "start\nkey=very-sec")
+    follower = jobs.Follower(dashboard.url, "p", timeout=60, echo=echoed.append, log_path=str(tmp_path / "job.log"),
+                             **FAST)
+    t = threading.Thread(target=follower.run, daemon=True)
+    t.start()
+    eventually(lambda: echoed, 20, what="the first line")
+    dashboard.job("p", "SUCCEEDED", "start\nkey=very-secret-key\nKFP_RAY_METRICS {\"acc\": 0.5}\nno newline")
+    t.join(30)
+    text = (tmp_path / "job.log").read_text()
+    assert text == "start\nkey=[REDACTED]\nKFP_RAY_METRICS {\"acc\": 0.5}\nno newline"
+    assert "very-secret-key" not in "\n".join(echoed) and follower.metrics == {"acc": 0.5}
