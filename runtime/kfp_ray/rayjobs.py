@@ -67,23 +67,24 @@ NOT_SUBMITTED = "NOT_SUBMITTED_YET"
 # --- the manifest ---------------------------------------------------------------------------
 def submitted_entrypoint(entrypoint: str, mode: str) -> str:
     """The entrypoint to give KubeRay, so that the head runs `/bin/sh -c <entrypoint>` exactly
-    as the RayCluster path's submit does (Ray's job supervisor: Popen(shell=True)).
+    as the RayCluster path's submit has it run (Ray's job supervisor: Popen(shell=True)).
 
-    HTTPMode: KubeRay posts spec.entrypoint to the dashboard as is. K8sJobMode mangles it
+    HTTPMode: KubeRay posts spec.entrypoint to the dashboard as it is. K8sJobMode mangles it
     twice: KubeRay splices it unquoted into the submitter's bash line (GetK8sJobCommand:
     `ray job submit ... -- <entrypoint> ; fi ; ...`), so bash splits it into words, expands
-    `$VAR` in the submitter pod (not on the head) and may even run part of it (`&&`, `;`);
-    then Ray's job CLI rejoins the words with subprocess.list2cmdline, which drops the
-    quotes the shell removed (`python -c 'print("x")'` reaches the head as
-    `python -c print(\"x\")`, a sh syntax error). So K8sJobMode gets a wrapper whose
-    words need no quoting at any layer: `eval `echo B1|base64 -d``, shell-quoted word by word
-    for KubeRay's bash. Its words hold no blank, no double quote and no `$(`, so bash hands
-    them to the CLI as written, list2cmdline (or a plain or shlex join) gives them back as
-    one line, and Kubernetes' $(VAR) expansion of the submitter's args leaves them alone.
-    On the head, sh splits the backquote's output (B1 decoded: `eval "$(echo B2|base64 -d)"`,
-    single blanks, no glob characters) and eval rejoins it unchanged, so the second eval
-    runs B2 decoded, the user's entrypoint byte for byte, in the head's own /bin/sh with the
-    job's environment: the same shell, variables and quoting as the RayCluster path."""
+    `$VAR` in the submitter pod (not on the head) and runs what follows `&&` or `;` itself;
+    then Ray's job CLI rejoins the words with subprocess.list2cmdline, without the quotes bash
+    removed (`python -c 'print("x")'` reaches the head as `python -c print(\"x\")`, a sh
+    syntax error). So K8sJobMode gets a wrapper, shell-quoted word by word for KubeRay's bash:
+        eval `echo B1|base64 -d`     with B1 = base64 of  eval "$(echo B2|base64 -d)"
+    and B2 = base64 of the entrypoint. Its words hold no blank, tab, double quote, `$(` or
+    `$$`, so bash hands them to the CLI as written, list2cmdline (or a plain join) gives the
+    line back unchanged, and Kubernetes' $(VAR) expansion of the submitter's args leaves it
+    alone. On the head, sh splits the backquotes' output at its single blanks (no glob
+    characters in it) and eval rejoins it as it was; that second eval runs B2 decoded, the
+    entrypoint byte for byte, in the head's own /bin/sh with the job's environment: the same
+    shell, variables and quoting as on the RayCluster path. (Only Ray's "Running entrypoint"
+    log line shows the wrapper.)"""
     entrypoint = entrypoint.strip()
     if mode != "K8sJobMode":
         return entrypoint
