@@ -137,7 +137,6 @@ def test_a_retry_adopting_a_finished_rayjob_reports_the_jobs_outcome(box, sbx, a
     if outcome == "SUCCEEDED":
         ran = tasks.run_job(**args)
         assert ran.result.status == "SUCCEEDED" and "done" in ran.result.logs, ran.result
-        assert ran.result.duration_seconds >= 0
     else:
         with pytest.raises(JobFailed) as exc:
             tasks.run_job(**args)
