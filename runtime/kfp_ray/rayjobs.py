@@ -34,6 +34,7 @@ user-provided submitter command. HTTPMode (no submitter pod) takes only URL code
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
 import threading
@@ -64,9 +65,38 @@ NOT_SUBMITTED = "NOT_SUBMITTED_YET"
 
 
 # --- the manifest ---------------------------------------------------------------------------
+def submitted_entrypoint(entrypoint: str, mode: str) -> str:
+    """The entrypoint to give KubeRay, so that the head runs `/bin/sh -c <entrypoint>` exactly
+    as the RayCluster path's submit has it run (Ray's job supervisor: Popen(shell=True)).
+
+    HTTPMode: KubeRay posts spec.entrypoint to the dashboard as it is. K8sJobMode mangles it
+    twice: KubeRay splices it unquoted into the submitter's bash line (GetK8sJobCommand:
+    `ray job submit ... -- <entrypoint> ; fi ; ...`), so bash splits it into words, expands
+    `$VAR` in the submitter pod (not on the head) and runs what follows `&&` or `;` itself;
+    then Ray's job CLI rejoins the words with subprocess.list2cmdline, without the quotes bash
+    removed (`python -c 'print("x")'` reaches the head as `python -c print(\"x\")`, a sh
+    syntax error). So K8sJobMode gets a wrapper, shell-quoted word by word for KubeRay's bash:
+        eval `echo B1|base64 -d`     with B1 = base64 of  eval "$(echo B2|base64 -d)"
+    and B2 = base64 of the entrypoint. Its words hold no blank, tab, double quote, `$(` or
+    `$$`, so bash hands them to the CLI as written, list2cmdline (or a plain join) gives the
+    line back unchanged, and Kubernetes' $(VAR) expansion of the submitter's args leaves it
+    alone. On the head, sh splits the backquotes' output at its single blanks (no glob
+    characters in it) and eval rejoins it as it was; that second eval runs B2 decoded, the
+    entrypoint byte for byte, in the head's own /bin/sh with the job's environment: the same
+    shell, variables and quoting as on the RayCluster path. (Only Ray's "Running entrypoint"
+    log line shows the wrapper.)"""
+    entrypoint = entrypoint.strip()
+    if mode != "K8sJobMode":
+        return entrypoint
+    inner = base64.b64encode(entrypoint.encode()).decode()
+    outer = base64.b64encode(f'eval "$(echo {inner}|base64 -d)"'.encode()).decode()
+    return shlex.join(["eval", "`echo", f"{outer}|base64", "-d`"])
+
+
 def submitter_template(image: str, package: str, runtime_env: dict, entrypoint: str, wait_s: int = PACKAGE_WAIT) -> dict:
     """A submitter pod that waits until `package` is in the cluster's GCS, then runs KubeRay's
-    command (GetK8sJobCommand, v1.4.2) through the variables KubeRay gives a user command."""
+    command (GetK8sJobCommand, v1.4.2) through the variables KubeRay gives a user command.
+    `entrypoint` is spliced as KubeRay splices it: give submitted_entrypoint()'s."""
     name = package.split("://", 1)[1]
     waiter = (
         "import os, sys, time, urllib.request as u\n"
@@ -86,7 +116,7 @@ def submitter_template(image: str, package: str, runtime_env: dict, entrypoint: 
     command = (f"python -c {shlex.quote(waiter)} ; "
                f"if ! ray job status --address {address} $RAY_JOB_SUBMISSION_ID >/dev/null 2>&1 ; then "
                f"ray job submit --address {address} --no-wait --runtime-env-json {shlex.quote(json.dumps(runtime_env))} "
-               f"--submission-id $RAY_JOB_SUBMISSION_ID -- {entrypoint.strip()} ; fi ; "
+               f"--submission-id $RAY_JOB_SUBMISSION_ID -- {entrypoint} ; fi ; "
                f"ray job logs --address {address} --follow $RAY_JOB_SUBMISSION_ID")
     return {"spec": {"restartPolicy": "Never", "containers": [{
         "name": "ray-job-submitter", "image": image, "command": ["/bin/bash", "-ce", "--"], "args": [command],
@@ -103,11 +133,12 @@ def build(spec: cluster.ClusterSpec, queue: str, entrypoint: str, runtime_env: d
     import yaml
 
     rc = cluster.build_manifest(spec, queue, lease_seconds=lease_seconds)
+    submitted = submitted_entrypoint(entrypoint, mode)
     body = {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "RayJob",
         "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": dict(rc["metadata"].get("labels") or {}),
                      "annotations": dict(rc["metadata"].get("annotations") or {})},
-        "spec": {"entrypoint": entrypoint.strip(), "jobId": job_id, "submissionMode": mode,
+        "spec": {"entrypoint": submitted, "jobId": job_id, "submissionMode": mode,
                  "shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": int(ttl_seconds_after_finished),
                  "activeDeadlineSeconds": int(active_deadline_seconds), "backoffLimit": 0, "suspend": True,
                  "rayClusterSpec": rc["spec"]},
@@ -116,7 +147,7 @@ def build(spec: cluster.ClusterSpec, queue: str, entrypoint: str, runtime_env: d
         body["spec"]["runtimeEnvYAML"] = yaml.safe_dump(runtime_env, sort_keys=True)
     if package:
         image = rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
-        body["spec"]["submitterPodTemplate"] = submitter_template(image, package, runtime_env, entrypoint)
+        body["spec"]["submitterPodTemplate"] = submitter_template(image, package, runtime_env, submitted)
     return body
 
 
@@ -213,8 +244,10 @@ class RayJobFollower(jobs.Follower):
         if reason == "SubmissionFailed":
             raise JobFailed(f"KubeRay could not submit the job of RayJob {self.rayjob!r}: {message}. Its submitter "
                             f"pod's log:\n{submitter_log(self.rayjob, self.ns, 30)}")
+        times = st.get("rayJobInfo") or {}
         return {"status": st.get("jobStatus") or ("SUCCEEDED" if deployment(rj) == "Complete" else "FAILED"),
-                "message": message, "start_time": None, "end_time": None}
+                "message": message, "start_time": _epoch_ms(times.get("startTime")),
+                "end_time": _epoch_ms(times.get("endTime"))}
 
     def run(self):
         started = self.clock()
@@ -259,6 +292,16 @@ class RayJobFollower(jobs.Follower):
             text = submitter_log(self.rayjob, self.ns)
             if len(text) > len(self.logs):
                 self._take(text)
+
+
+def _epoch_ms(ts: str | None) -> int | None:
+    """KubeRay's rayJobInfo times (RFC 3339) as the dashboard gives them (ms since the epoch)."""
+    from datetime import datetime
+
+    try:
+        return int(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000) if ts else None
+    except ValueError:
+        return None
 
 
 def submitter_log(rayjob: str, namespace: str, tail: int | None = None) -> str:
@@ -346,9 +389,15 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
                 rj = creation.rc = get(spec.name, spec.namespace, kind=RAYJOB) or rj
                 cluster_name = status(rj).get("rayClusterName") or ""
                 url = cluster.dashboard_url(cluster_name, spec.namespace)
-                log(f"RayJob {spec.name}: RayCluster {cluster_name} is ready; dashboard {url}")
-                if package:
-                    jobs.RayJobsClient(url).upload_package(package[0], package[1], "of the job")
+                if deployment(rj) in TERMINAL_DEPLOYMENT:
+                    # A retry adopting a RayJob whose job already ended: KubeRay may have deleted
+                    # its cluster, so nothing is uploaded; the follower reports KubeRay's outcome.
+                    log(f"RayJob {spec.name}'s job already ended ({deployment(rj)}"
+                        f"{': ' + status(rj)['reason'] if status(rj).get('reason') else ''}): reporting its outcome")
+                else:
+                    log(f"RayJob {spec.name}: RayCluster {cluster_name} is ready; dashboard {url}")
+                    if package:
+                        jobs.RayJobsClient(url).upload_package(package[0], package[1], "of the job")
                 follower = RayJobFollower(spec.name, spec.namespace, url, status(rj).get("jobId") or job_id,
                                           timeout=deadline_s + 60, max_poll=max_poll_seconds, echo=print,
                                           outage_tolerance=outage_tolerance_seconds, heartbeat=renewer)

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client as k8s
 
 from kfp_ray import tasks
-from kfp_ray.errors import InputError
+from kfp_ray.errors import InputError, JobFailed
 from tests.helpers import cpu_in_use, eventually
 from tests.task_process import TaskProcess
 
@@ -107,4 +107,41 @@ def test_a_retried_task_adopts_its_rayjob_and_follows_the_same_job(box, sbx, as_
     assert f"RayJob {rayjob} already exists for this run (a retried task): adopting it" in out, out
     assert ran.rayjob == rayjob and ran.result.status == "SUCCEEDED" and "hello from the job" in ran.result.logs
     assert len(creates(sbx)) == before  # no second RayJob
+    assert nothing_left(sbx)
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("job,outcome", [("print('done', flush=True)\n", "SUCCEEDED"),
+                                         ("print('boom', flush=True)\nraise SystemExit(3)\n", "FAILED")],
+                         ids=["succeeded", "app-failed"])
+def test_a_retry_adopting_a_finished_rayjob_reports_the_jobs_outcome(box, sbx, as_pipeline_runner, tmp_path, capsys,
+                                                                    job, outcome):
+    """The first attempt is SIGKILLed once it uploaded the code; KubeRay runs the job to its end and
+    deletes the cluster (ttl 0). The retry adopts the finished RayJob and reports the job's real
+    outcome from KubeRay (no upload to the deleted cluster), then deletes the RayJob."""
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "job.py").write_text(job)
+    args = dict(run_id=f"rj-done-{outcome.lower()}", entrypoint="python job.py", working_dir="code",
+                embedded_root=str(tmp_path), **SMALL, **TASK)
+    first = TaskProcess(box, f"from kfp_ray import tasks\ntasks.run_job(**{json.dumps(args)})\n")
+    try:
+        eventually(lambda: first.saw("uploaded working_dir of the job") or first.proc.poll() is not None, 120,
+                   what="the first attempt to upload the job's code")
+        assert first.proc.poll() is None, first.output
+    finally:
+        first.kill()
+    [rayjob] = objects(sbx, "rayjobs")
+    done = eventually(lambda: (o := objects(sbx, "rayjobs")[rayjob]["status"]).get("jobDeploymentStatus") in
+                      ("Complete", "Failed") and not objects(sbx, "rayclusters") and o, 120,
+                      what="KubeRay to end the job and delete its cluster")
+    if outcome == "SUCCEEDED":
+        ran = tasks.run_job(**args)
+        assert ran.result.status == "SUCCEEDED" and "done" in ran.result.logs, ran.result
+    else:
+        with pytest.raises(JobFailed) as exc:
+            tasks.run_job(**args)
+        assert done["reason"] == "AppFailed" and f"FAILED: {done['message']}" in str(exc.value), (done, exc.value)
+        assert "boom" in str(exc.value)
+    out = capsys.readouterr().out
+    assert "adopting it" in out and "already ended" in out and "uploaded working_dir" not in out, out
     assert nothing_left(sbx)
