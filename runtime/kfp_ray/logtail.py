@@ -20,7 +20,7 @@ import time
 from .errors import AccessDenied, KfpRayError
 from .wait import Backoff, first_line, is_transient
 
-PUMP_BYTES = 8 << 20  # at most this much is read per poll ...
+PUMP_BYTES = 2 << 20  # at most this much is read per poll ...
 PUMP_SECONDS = 0.5  # ... and for at most this long, so the job's status is still checked often
 
 
