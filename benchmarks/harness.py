@@ -118,8 +118,11 @@ def watched():
 
 
 def child_env(watchdog, env: dict | None = None) -> dict:
-    """The environment (os.environ's, or env) for a child process that dies with its owner."""
-    return {**(os.environ if env is None else env), **watchdog.env()}
+    """The environment (os.environ's, or env) for a child process that dies with its owner, its
+    temp files (pip's build dirs...) in the owner's watched temp dir (within `watched`)."""
+    import tempfile
+
+    return {**(os.environ if env is None else env), **watchdog.env(), "TMPDIR": tempfile.gettempdir()}
 
 
 @contextlib.contextmanager
