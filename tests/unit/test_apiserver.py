@@ -15,9 +15,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client import ApiException
 
+from kfp_ray_sandbox.apiserver import server
 from kfp_ray_sandbox.apiserver.rbac import Authenticator
 from kfp_ray_sandbox.apiserver.resources import Registry
-from kfp_ray_sandbox.apiserver import server
 from kfp_ray_sandbox.apiserver.server import ApiServer
 from kfp_ray_sandbox.apiserver.store import Store
 from kfp_ray_sandbox.certs import ServingCA
