@@ -120,7 +120,7 @@ def leftovers(snap: dict) -> list[str]:
 def snapshot(owner: int, state_dir: Path, tmpdir: Path | None, keep_logs: bool) -> dict:
     """What the owner made, read before the signal: its watchdog, Ray temp dirs, served URLs."""
     info = json.loads((state_dir / "sandbox.json").read_text())
-    records = [json.loads(_read(str(f)) or b"{}") for f in (state_dir / "pods").glob("*.pid")]
+    records = [r for r in (json.loads(_read(str(f)) or b"{}") for f in (state_dir / "pods").glob("*.pid")) if r]
     ray_dirs = [r["temp_dir"] for r in records]
     assert ray_dirs and all(r.get("pgid") for r in records), records
     watchdog, tag, server = watchdog_of(owner)
