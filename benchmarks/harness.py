@@ -98,6 +98,34 @@ def ts(text) -> float | None:
 
 # --- the sandbox ----------------------------------------------------------------------------
 @contextlib.contextmanager
+def watched():
+    """For a benchmark that starts processes but no sandbox (pip_path, sandbox_pip): a watchdog of
+    its own, like a sandbox's, so that what it starts with `child_env(wd)` (and all their
+    descendants) and its temp files (tempfile's, within) go with it however it ends: Ctrl-C,
+    SIGTERM (unwinds like Ctrl-C) or SIGKILL (the watchdog alone). Yields the watchdog."""
+    from kfp_ray_sandbox.reaper import Watchdog, owned_tempdir, reap, sigterm_as_interrupt
+
+    with sigterm_as_interrupt():
+        wd = Watchdog().start()
+        try:
+            with owned_tempdir(wd):
+                try:
+                    yield wd
+                finally:  # its processes first, so none writes into the temp dir being removed
+                    reap(tag=wd.tag, settle=False)
+        finally:
+            wd.close()
+
+
+def child_env(watchdog, env: dict | None = None) -> dict:
+    """The environment (os.environ's, or env) for a child process that dies with its owner, its
+    temp files (pip's build dirs...) in the owner's watched temp dir (within `watched`)."""
+    import tempfile
+
+    return {**(os.environ if env is None else env), **watchdog.env(), "TMPDIR": tempfile.gettempdir()}
+
+
+@contextlib.contextmanager
 def sandbox():
     """One sandbox for a suite; it and everything in it go when the block ends, or when this
     process dies (its watchdog)."""

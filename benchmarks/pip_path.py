@@ -9,6 +9,8 @@ prints the seconds and the MB it added, then checks that what the kind's tasks i
 Baseline, measured in the same run: the kind follow_ray_job and submit_ray_job used to share
 (RAY_JOBS: requests, boto3, kubernetes), against what each installs now (FOLLOW, SUBMIT).
 With --image REF a task installs nothing (0 MB, 0 s): the Containerfile's image has it all.
+Like every owner of processes here, it runs under a watchdog (harness.watched): Ctrl-C,
+SIGTERM or SIGKILL leaves no pip running and no temp venv behind.
 
     python benchmarks/pip_path.py [--kinds FOLLOW SUBMIT ...]
 """
@@ -47,21 +49,22 @@ def size_mb(path: Path) -> float:
     return total / 1e6
 
 
-def measure(name: str, packages: list[str], work: Path) -> dict:
+def measure(name: str, packages: list[str], work: Path, env: dict) -> dict:
+    """env: the children's (harness.child_env: they die with this process)."""
     venv = work / name.split()[0].lower()
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
     py = venv / "bin" / "python"
     site = next((venv / "lib").glob("python*/site-packages"))
     empty = size_mb(site)
     pip = [str(py), "-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check"]
     t0 = time.monotonic()
     for args in (KFP, packages):  # as the task's command runs them: kfp first, then the kind's
-        done = subprocess.run(pip + args, capture_output=True, text=True)
+        done = subprocess.run(pip + args, capture_output=True, text=True, env=env)
         if done.returncode:
             raise SystemExit(f"pip install {' '.join(args)} failed:\n{done.stderr[-2000:]}")
     seconds = time.monotonic() - t0
     mb = size_mb(site) - empty
-    ok = subprocess.run([str(py), "-c", f"import {IMPORTS[name]}"], capture_output=True, text=True)
+    ok = subprocess.run([str(py), "-c", f"import {IMPORTS[name]}"], capture_output=True, text=True, env=env)
     shutil.rmtree(venv, ignore_errors=True)
     return {"kind": name, "packages": " ".join(packages), "mb": mb, "seconds": seconds,
             "imports": "ok" if ok.returncode == 0 else ok.stderr.strip().splitlines()[-1][:60]}
@@ -77,8 +80,9 @@ def run(rounds: int = 1) -> dict:
     from kfp_ray.components import _build
 
     kinds = {**BASELINE, **_build.KINDS}
-    with tempfile.TemporaryDirectory(prefix="kfp-ray-pip-path-") as tmp:
-        rows = [measure(name, pkgs, Path(tmp)) for name, pkgs in kinds.items()]
+    with harness.watched() as wd:  # its temp dir, work's parent, goes on leaving (after its processes)
+        work = Path(tempfile.mkdtemp(prefix="kfp-ray-pip-path-"))
+        rows = [measure(name, pkgs, work, harness.child_env(wd)) for name, pkgs in kinds.items()]
     for r in rows:
         print(f"  {r['kind']:<18} {r['mb']:8.1f} MB {r['seconds']:7.1f} s  imports {r['imports']}", flush=True)
     table = ("## Pip path: what each task installs without --image\n\n"
@@ -98,12 +102,17 @@ def main() -> int:
     ap.add_argument("--kinds", nargs="*", default=list(kinds), help="kinds to measure (default: all)")
     args = ap.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="kfp-ray-pip-path-") as tmp:
-        for name in args.kinds:
-            rows.append(measure(name, kinds[name], Path(tmp)))
-            r = rows[-1]
-            print(f"{r['kind']:<18} {r['mb']:8.1f} MB {r['seconds']:7.1f} s  imports {r['imports']}  ({r['packages']})",
-                  flush=True)
+    try:
+        with harness.watched() as wd:  # its temp dir, work's parent, goes on leaving (after its processes)
+            work = Path(tempfile.mkdtemp(prefix="kfp-ray-pip-path-"))
+            for name in args.kinds:
+                rows.append(measure(name, kinds[name], work, harness.child_env(wd)))
+                r = rows[-1]
+                print(f"{r['kind']:<18} {r['mb']:8.1f} MB {r['seconds']:7.1f} s  imports {r['imports']}  ({r['packages']})",
+                      flush=True)
+    except KeyboardInterrupt:
+        print("interrupted: its pip processes and temp venvs are gone", file=sys.stderr)
+        return 130
     by = {r["kind"]: r for r in rows}
     base = by.get("RAY_JOBS (before)")
     for kind in ("FOLLOW", "SUBMIT"):

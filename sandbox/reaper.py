@@ -8,6 +8,9 @@ group never reaches it. It learns of the owner's death without the owner's help:
 the owner (readable once the owner has exited, SIGKILL included) and the read end of a pipe whose
 write end only the owner holds (EOF once the owner is gone; also the fallback where pidfds are
 missing). Then it kills what it was told about, removes what it was told to remove, and exits.
+Its exit is its completion signal: it exits only once it has reaped everything (or after
+REAP_TIMEOUT with something that SIGKILL cannot end, which it logs), so whoever needs to know
+that cleanup is over waits for the watchdog's exit (a pidfd, or /proc), never for a time.
 
 What it is told, always before the thing exists, so no process or directory is ever unrecorded:
   - a tag: processes the owner starts with `Watchdog.env()` carry KFP_RAY_REAPER_TAG=<tag> in their
@@ -42,8 +45,10 @@ from pathlib import Path
 
 TAG_ENV = "KFP_RAY_REAPER_TAG"
 SETTLE_S = 0.5     # a last look for processes forked, but not yet exec'd, when the owner died
-REAP_TIMEOUT = 8.0  # the issue's budget is 10 s from the owner's death to nothing left
-START_TIMEOUT = 10.0
+# Only a bound on a hang: the reap ends as soon as nothing is left (well within the issue's 10 s
+# on an idle machine), and giving up early on a busy one would only leave processes behind.
+REAP_TIMEOUT = 60.0
+START_TIMEOUT = 60.0  # a bound on a hang; a busy machine may take seconds to start a Python
 
 
 # --- /proc ------------------------------------------------------------------------------
@@ -181,13 +186,15 @@ def find_targets(tag: str | None, markers: list[str], groups: set[int], trusted:
 def reap(tag: str | None = None, record_dirs=(), paths=(), spare=(), timeout: float = REAP_TIMEOUT,
          settle: bool = True) -> dict:
     """SIGKILL the processes of `tag` and of the Ray node records in record_dirs, until none is
-    left; then remove the records' temp dirs, the records, and `paths`. Returns what it did.
+    left; then remove the records' temp dirs, the records, and `paths`. Returns what it did
+    ("left": what still lived when `timeout` ran out, normally nothing).
     settle: look once more after a pause (the owner died: a child it forked may not have exec'd)."""
     spare = {os.getpid(), 1, *spare}
     trusted: set[int] = set()
     killed: set[int] = set()
     deadline = time.monotonic() + timeout
     settled = not settle
+    left: set[int] = set()
     while True:
         records = read_records(record_dirs)
         markers = [r["temp_dir"] for _, r in records]
@@ -205,6 +212,7 @@ def reap(tag: str | None = None, record_dirs=(), paths=(), spare=(), timeout: fl
         killed |= targets
         wait_gone(targets, min(3.0, max(0.1, deadline - time.monotonic())))
         if time.monotonic() >= deadline:
+            left = {p for p in targets if pid_alive(p)}
             break
     removed = []
     for f, rec in read_records(record_dirs):
@@ -222,7 +230,7 @@ def reap(tag: str | None = None, record_dirs=(), paths=(), spare=(), timeout: fl
                 with contextlib.suppress(OSError):
                     os.unlink(p)
             removed.append(str(p))
-    return {"killed": sorted(killed), "removed": removed}
+    return {"killed": sorted(killed), "removed": removed, "left": sorted(left)}
 
 
 def wait_gone(pids, timeout: float) -> bool:
@@ -303,8 +311,10 @@ class Watchdog:
             except FileExistsError:  # raced: not ours, and the rm record only fires on death
                 continue
 
-    def close(self, timeout: float = 10.0) -> None:
-        """The owner cleaned up: the watchdog kills any recorded leftover and exits."""
+    def close(self, timeout: float = REAP_TIMEOUT + 30) -> None:
+        """The owner cleaned up: the watchdog kills any recorded leftover and exits. Waits for
+        it to have done so (its exit) for longer than its own reap may take: a watchdog killed
+        mid-reap would leave what it had not reaped yet."""
         with self._lock:
             w, self._w = self._w, None
         if w is not None:
@@ -315,6 +325,7 @@ class Watchdog:
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
+                _log(f"the watchdog (pid {self.proc.pid}) did not finish within {timeout:.0f}s; killing it")
                 self.proc.kill()
                 self.proc.wait(timeout=5)
 
@@ -445,10 +456,14 @@ def watch(owner: int, tag: str, fd: int, ready_fd: int) -> int:
                 done = True
     if done:
         result = reap(tag, record_dirs, (), spare={owner}, settle=False)
+        if result["left"]:
+            _log(f"could not end processes {result['left']} within {REAP_TIMEOUT:.0f}s")
         if result["killed"]:
             _log(f"the owner (pid {owner}) stopped its sandbox but left {len(result['killed'])} processes; killed them")
         return 0
     result = reap(tag, record_dirs, paths, spare={owner})
+    if result["left"]:
+        _log(f"could not end processes {result['left']} within {REAP_TIMEOUT:.0f}s")
     _log(f"the owner (pid {owner}) is gone: killed {len(result['killed'])} processes, "
          f"removed {len(result['removed'])} paths")
     return 0

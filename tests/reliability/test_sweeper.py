@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NS = "sandbox"
 LEASE_S, RENEW_S = 8.0, 1.0  # short, through the tasks' parameters; 7 s of margin against a slow loop
 SWEEP_EVERY_S = 2.0  # the recurring sweep's period, shortened
-GONE_SLACK_S = 15.0  # the deletion itself: finalizers, pods' graceful termination on a loaded machine
+HANG_S = 300.0  # a bound on a hang past the lease (a sweep that never frees it), not a measurement
 JOB = "python -c \"import time; print('SWEEPER-JOB-' + 'RUNNING', flush=True); time.sleep(600)\""
 # A task's code as its pod runs it: a process of its own, as pipeline-runner.
 TASK = ("import dataclasses, json, sys\nfrom kfp_ray import tasks\n"
@@ -101,7 +101,7 @@ def test_a_killed_follow_with_no_exit_handler_is_swept_and_a_live_run_is_not(box
         sweeps: list[tuple[datetime, str]] = []  # (when it began, what it did to the dead run's cluster)
         expiry = requested = freed = None
         while freed is None or time.monotonic() - killed < LEASE_S + 2 * SWEEP_EVERY_S:
-            assert time.monotonic() - killed < LEASE_S + SWEEP_EVERY_S + GONE_SLACK_S + 60, "the sweep never freed it"
+            assert time.monotonic() - killed < LEASE_S + HANG_S, "the sweep never freed it"
             began, began_at = time.monotonic(), datetime.now(UTC)
             entries = {e.name: e for e in tasks.sweep(namespace=NS, delete=True, timeout=60)}
             assert entries[alive].action == "kept" and entries[alive].lease.state == "live", entries[alive]
@@ -121,7 +121,7 @@ def test_a_killed_follow_with_no_exit_handler_is_swept_and_a_live_run_is_not(box
         first_after = next((i for i, (at, _) in enumerate(sweeps) if at >= expiry), len(sweeps))
         deleting = next(i for i, (_, action) in enumerate(sweeps) if action == "deleted")
         assert deleting <= first_after and all(action == "kept" for _, action in sweeps[:deleting]), (sweeps, expiry)
-        assert freed <= LEASE_S + 1 + SWEEP_EVERY_S + GONE_SLACK_S, out  # measured, with slack for a loaded machine
+        # How long it took (`freed`, printed above) is the machine's: the order of the sweeps is what is asserted.
         assert f"lease of RayCluster {NS}/{dead} (run run-{dead}) expired" in out
         # Freed: the object, its Ray processes, its quota. The live run: untouched, still renewing.
         names = {rc["metadata"]["name"] for rc in co.list_namespaced_custom_object("ray.io", "v1", NS, "rayclusters")["items"]}

@@ -19,6 +19,7 @@ from tests.helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 SLEEPER = "import sys, time; time.sleep(600)"
+EXIT_TIMEOUT_S = 60.0  # a bound on a hang: the watchdog exits once it has reaped (its completion signal)
 
 # An owner: a watchdog, a dir to remove, a recorded "Ray node" (a process naming its temp dir,
 # with a child that left its session and names nothing), a "job driver" naming the node only in
@@ -92,12 +93,12 @@ def test_owner_death_reaps_what_was_recorded_and_nothing_else(tmp_path, sig):
         owner, made = start_owner(tmp_path)
         os.killpg(owner.pid, sig)  # the owner's whole group, as a terminal's Ctrl-C would
         t = time.monotonic()
-        assert wait_gone(made["pids"] + [made["watchdog"]], 10), [p for p in made["pids"] if pid_alive(p)]
+        assert wait_gone(made["pids"] + [made["watchdog"]], EXIT_TIMEOUT_S), [p for p in made["pids"] if pid_alive(p)]
         print(f"reaped in {time.monotonic() - t:.2f}s")
         assert not Path(made["scratch"]).exists() and not Path(made["temp"]).exists()
         assert list((tmp_path / "pods").iterdir()) == []
         assert pid_alive(bystander.pid)  # names kr-node-other: not the recorded kr-node
-        owner.wait(timeout=10)
+        owner.wait(timeout=EXIT_TIMEOUT_S)
     finally:
         bystander.kill()
         bystander.wait()
@@ -129,4 +130,4 @@ def test_watchdog_ignores_terminal_signals(tmp_path):
     finally:
         owner.kill()
         owner.wait()
-    assert wait_gone(made["pids"] + [made["watchdog"]], 10)
+    assert wait_gone(made["pids"] + [made["watchdog"]], EXIT_TIMEOUT_S)

@@ -8,12 +8,14 @@ import socket
 import ssl
 import threading
 import time
+import types
 import urllib.request
 
 import pytest
 from kubernetes import client
 from kubernetes.client import ApiException
 
+from kfp_ray_sandbox.apiserver import server
 from kfp_ray_sandbox.apiserver.rbac import Authenticator
 from kfp_ray_sandbox.apiserver.resources import Registry
 from kfp_ray_sandbox.apiserver.server import ApiServer
@@ -21,7 +23,7 @@ from kfp_ray_sandbox.apiserver.store import Store
 from kfp_ray_sandbox.certs import ServingCA
 from kfp_ray_sandbox.controllers.kueue import KueueController
 from kfp_ray_sandbox.faults import Faults
-from tests.helpers import raycluster
+from tests.helpers import eventually, raycluster
 
 NS = "sandbox"
 
@@ -226,7 +228,7 @@ def test_watch_streams_changes(admin):
 
     def consume():
         w = watch.Watch()
-        for ev in w.stream(v1.list_namespaced_config_map, NS, label_selector="w=1", timeout_seconds=10,
+        for ev in w.stream(v1.list_namespaced_config_map, NS, label_selector="w=1", timeout_seconds=120,
                            resource_version=since):
             seen.append((ev["type"], ev["object"].metadata.name))
             if ev["type"] == "DELETED":
@@ -237,7 +239,7 @@ def test_watch_streams_changes(admin):
     v1.create_namespaced_config_map(NS, {"metadata": {"name": "watched", "labels": {"w": "1"}}})
     v1.patch_namespaced_config_map("watched", NS, {"data": {"k": "v"}})
     v1.delete_namespaced_config_map("watched", NS)
-    t.join(timeout=15)
+    t.join(timeout=150)  # bounds on a hang: the stream ends at the DELETED
     assert seen == [("ADDED", "watched"), ("MODIFIED", "watched"), ("DELETED", "watched")]
 
 
@@ -297,9 +299,27 @@ def test_faults_bursts_and_resets(api, admin):
     api.faults.clear()
 
 
-def test_cluster_scoped_api_faults_hit_only_that_raycluster(api, admin):
+class ServerWaits:
+    """The API server's injected latencies (its time.sleep), recorded, not slept: each returns
+    at once while `gate` is set, else when the test sets it (a delayed answer held for as long as
+    the test needs, not for a number of milliseconds that a busy machine may exceed)."""
+
+    def __init__(self):
+        self.delays: list[float] = []
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def sleep(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        assert self.gate.wait(60), "the test never released the delayed request"
+
+
+def test_cluster_scoped_api_faults_hit_only_that_raycluster(api, admin, monkeypatch):
     """clusters.<glob>.api_errors / api_resets / api_latency_ms: the requests on that RayCluster
     object (its create, matched by the body's name, get, patch, delete), narrowed by verbs."""
+    waits = ServerWaits()
+    monkeypatch.setattr(server, "time", types.SimpleNamespace(
+        **{k: getattr(time, k) for k in ("time", "time_ns", "monotonic")}, sleep=waits.sleep))
     co = client.CustomObjectsApi(admin)
     seen = len(open(api.audit._path).readlines())
     api.faults.set({"clusters": {"flaky-*": {"api_errors": [{"code": 503, "count": 1, "verbs": ["create"]},
@@ -312,9 +332,9 @@ def test_cluster_scoped_api_faults_hit_only_that_raycluster(api, admin):
             co.create_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", raycluster("flaky-1", queue=None))
         assert exc.value.status == 503
         co.get_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "steady")  # not that cluster
-        started = time.monotonic()
+        assert waits.delays == [0.3]  # the failed create of flaky-1 waited; steady's requests did not
         co.create_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", raycluster("flaky-1", queue=None))
-        assert time.monotonic() - started >= 0.3
+        assert waits.delays == [0.3, 0.3]
         with pytest.raises(ApiException) as exc:
             co.get_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "flaky-1")
         assert exc.value.status == 500
@@ -324,14 +344,16 @@ def test_cluster_scoped_api_faults_hit_only_that_raycluster(api, admin):
         co.delete_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "steady")
         # an answer delayed after the request was carried out: the object exists meanwhile
         api.faults.patch({"clusters": {"flaky-*": {"api_latency_ms": {"ms": 1500, "verbs": ["create"], "after": True}}}})
-        done = threading.Event()
+        done, delays = threading.Event(), len(waits.delays)
+        waits.gate.clear()  # its answer is held until the object is seen
         threading.Thread(target=lambda: (co.create_namespaced_custom_object(
             "ray.io", "v1", "plain", "rayclusters", raycluster("flaky-2", queue=None)), done.set()), daemon=True).start()
-        deadline = time.monotonic() + 10
-        while api.store.find(api.registry.get("ray.io", "rayclusters"), "plain", "flaky-2") is None:
-            assert time.monotonic() < deadline, "the create was not carried out"
-            time.sleep(0.02)
-        assert not done.is_set() and done.wait(10)
+        eventually(lambda: api.store.find(api.registry.get("ray.io", "rayclusters"), "plain", "flaky-2") is not None,
+                   60, 0.02, what="the create to be carried out")
+        eventually(lambda: len(waits.delays) > delays, 60, 0.02, what="the create's answer to be delayed")
+        assert not done.is_set() and waits.delays[delays:] == [1.5]
+        waits.gate.set()
+        assert done.wait(60)
         co.delete_namespaced_custom_object("ray.io", "v1", "plain", "rayclusters", "flaky-2")
         entries = [json.loads(line) for line in open(api.audit._path).readlines()[seen:]]
         flaky = [(e["method"], e["code"]) for e in entries if "flaky-1" in e["path"] or (
@@ -339,6 +361,7 @@ def test_cluster_scoped_api_faults_hit_only_that_raycluster(api, admin):
         assert flaky[:7] == [("POST", 201), ("POST", 503), ("POST", 201), ("GET", 500), ("GET", 200),
                              ("DELETE", 0), ("DELETE", 200)]
     finally:
+        waits.gate.set()
         api.faults.clear()
 
 

@@ -6,7 +6,6 @@ No Ray, no sandbox: the follow code is the real one, over real HTTP."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -39,7 +38,7 @@ class Run:
         except Exception as exc:  # noqa: BLE001 - the test looks at it
             self.error = exc
 
-    def join(self, timeout=30):
+    def join(self, timeout=120):  # a bound on a hang, not a measurement
         self.thread.join(timeout)
         assert not self.thread.is_alive(), "follow did not end"
         return self
@@ -72,10 +71,9 @@ def test_follow_fails_clearly_once_the_outage_outlasts_the_window(dashboard):
     run = Run(jobs.Follower(dashboard.url, "j2", timeout=120, outage_tolerance=2, **FAST))
     eventually(lambda: dashboard.seen("GET", "/j2"), 10, what="the first poll")
     dashboard.refuse()
-    started = time.monotonic()
     run.join()
+    # Unreachable, not the job's 120 s timeout (JobTimeout): the 2 s outage window ended it.
     assert isinstance(run.error, Unreachable), run.error
-    assert time.monotonic() - started < 15
     msg = str(run.error)
     assert f"the Ray dashboard {dashboard.url} has been unreachable for" in msg
     assert "longer than the 2s tolerated (outage_tolerance_seconds)" in msg and "ConnectionError" in msg

