@@ -55,3 +55,19 @@ def test_gc_refuses_a_timeout_that_is_not_a_positive_number_before_listing(timeo
     err = capsys.readouterr().err
     assert err.startswith("error: --timeout: ") and "must be a number of seconds above zero" in err, err
     assert "Fix: give e.g. --timeout=300" in err
+
+
+@pytest.mark.parametrize("text,value", VALID, ids=[v[0] for v in VALID])
+def test_the_sandboxs_apiserver_reads_quantities_as_kubernetes_does(text, value):
+    from kfp_ray_sandbox import quantity as sandbox_quantity
+
+    assert sandbox_quantity.parse(text) == value
+
+
+@pytest.mark.parametrize("text", INVALID, ids=lambda t: repr(t))
+def test_the_sandboxs_apiserver_refuses_what_kubernetes_refuses(text):
+    """Never kinder than the platform: a quantity the real apiserver refuses ("1e3Gi") is refused."""
+    from kfp_ray_sandbox import quantity as sandbox_quantity
+
+    with pytest.raises(ValueError):
+        sandbox_quantity.parse(text)
