@@ -89,11 +89,12 @@ def _key(part: ast.AST) -> tuple:
 
 def _units(stmt: ast.stmt, module: str, modules: set[str]) -> list[tuple[set[str], ast.AST]]:
     """What a statement binds, as (names, the part that binds them): a part is kept when one
-    of its names is used; no names: always kept. A runtime import binds each of its names
-    apart (an unused one is dropped, and with it maybe its module)."""
+    of its names is used; no names: always kept. An import binds each of its names apart (an
+    unused one is dropped, and with it, for a runtime module, maybe the module; the runtime
+    imports nothing for its side effects at top level)."""
     if _is_def(stmt):
         return [({stmt.name}, stmt)]
-    if isinstance(stmt, ast.ImportFrom | ast.Import) and _imported_modules(stmt, module, modules):
+    if isinstance(stmt, ast.ImportFrom | ast.Import) and getattr(stmt, "module", "") != "__future__":
         return [({(a.asname or a.name).split(".")[0]}, a) for a in stmt.names]
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
     if targets and all(isinstance(t, ast.Name) and not t.id.startswith("__") for t in targets):
