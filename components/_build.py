@@ -79,7 +79,7 @@ def runtime_dir() -> Path:
 def _embed(component, func, payload: str) -> None:
     """Put the loader of `payload` in the task's program, just before the function (kfp's
     lightweight command: [..., 'sh', '-ec', <script>, <program>]), whose docstring and
-    comments go (the component's description keeps the docstring)."""
+    comments go (the component's description keeps the docstring), indented by one space."""
     command = component.component_spec.implementation.container.command
     program = command[-1]
     lines = _slim.function_source(func).split("\n")
@@ -87,4 +87,4 @@ def _embed(component, func, payload: str) -> None:
     if program.count(func_source) != 1:
         raise RuntimeError(f"{func.__name__}: kfp's command no longer ends with the function's source; "
                            "components/_build.py must learn the new layout")
-    command[-1] = program.replace(func_source, _slim.loader(payload) + "\n\n" + _slim.strip(func_source, minify=False))
+    command[-1] = program.replace(func_source, _slim.loader(payload) + "\n\n" + _slim.reindent(_slim.strip(func_source, minify=False)))

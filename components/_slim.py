@@ -218,7 +218,7 @@ def strip(text: str, keep: set[tuple] | None = None, module: str = PACKAGE, modu
                 blank(start(stmt), stmt.end_lineno, " " * stmt.col_offset + "pass" if parent is not None else "")
     out = "\n".join(line.rstrip() for line in lines).rstrip("\n") + "\n"
     compile(out, "<stripped>", "exec")  # a stripped module that does not parse is a build error
-    return _reindent(_drop_annotations(out)) if minify else out
+    return reindent(_drop_annotations(out)) if minify else out
 
 
 def _same_tree(before: str, after: str, fix=lambda tree: tree) -> str:
@@ -267,7 +267,7 @@ def _drop_annotations(text: str) -> str:
     return _same_tree(text, "\n".join(lines), unannotated)
 
 
-def _reindent(text: str) -> str:
+def reindent(text: str) -> str:
     """One space per block level; continuation lines (in brackets) unindented; the lines of a
     multi-line string as they are."""
     lines = text.split("\n")
@@ -332,26 +332,22 @@ TO_SAFE, FROM_SAFE = str.maketrans(UNSAFE, SAFE), str.maketrans(SAFE, UNSAFE)
 
 # LZMA2 tuned for text (no position bits), 1 MiB of dictionary (what the loader gives to unpack)
 FILTER = {"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME, "dict_size": 1 << 20, "lc": 3, "lp": 0, "pb": 0}
-DECODE = '[{"id": __kr_lzma.FILTER_LZMA2, "dict_size": 1048576}]'  # FILTER's, as the loader writes it
+DECODE = '[{"id":_l.FILTER_LZMA2,"dict_size":1048576}]'  # FILTER's, as the loader writes it
 # What runs before the component's function is defined (kfp puts it after its imports): the
 # files unpacked into a temporary folder first on sys.path, as kfp's own embedded_artifact_path
-# does (kfp_ray/ and code/ are found there).
+# does (kfp_ray/ and code/ are found there). Terse: it is copied five times per task into the
+# Workflow. Its names start with _ (kfp's `from kfp.dsl import *` binds none such).
 LOADER = """
-import base64 as __kr_b64, lzma as __kr_lzma, os as __kr_os, sys as __kr_sys, tempfile as __kr_tmp
-__kr_tmpdir = __kr_tmp.TemporaryDirectory()
-__KFP_EMBEDDED_ASSET_DIR = __kr_tmpdir.name
-__kr_d = __kr_lzma.decompress(__kr_b64.b85decode(__KFP_RAY_RUNTIME.translate(str.maketrans("SAFE", "UNSAFE"))),
-                              __kr_lzma.FORMAT_RAW, filters=DECODE)
-while __kr_d:
-    __kr_p, __kr_m, __kr_n, __kr_d = __kr_d.split(b"\\n", 3)
-    __kr_f, __kr_n = __kr_os.path.join(__KFP_EMBEDDED_ASSET_DIR, __kr_p.decode()), int(__kr_n)
-    __kr_os.makedirs(__kr_os.path.dirname(__kr_f), exist_ok=True)
-    with open(__kr_f, "wb") as __kr_h:
-        __kr_h.write(__kr_d[:__kr_n])
-    __kr_os.chmod(__kr_f, int(__kr_m, 8))
-    __kr_d = __kr_d[__kr_n:]
-__kr_sys.path.insert(0, __KFP_EMBEDDED_ASSET_DIR)
-""".replace("DECODE", DECODE).replace('"SAFE", "UNSAFE"', f'"{SAFE}", "{UNSAFE}"')
+import base64 as _b,lzma as _l,os as _o,sys as _s,tempfile as _t
+_k=_t.TemporaryDirectory();__KFP_EMBEDDED_ASSET_DIR=_k.name
+_d=_l.decompress(_b.b85decode(__KFP_RAY_RUNTIME.translate(str.maketrans("SAFE","UNSAFE"))),_l.FORMAT_RAW,filters=DECODE)
+while _d:
+ _p,_m,_n,_d=_d.split(b"\\n",3);_f,_n=_o.path.join(_k.name,_p.decode()),int(_n)
+ _o.makedirs(_o.path.dirname(_f),exist_ok=True)
+ with open(_f,"wb") as _h:_h.write(_d[:_n])
+ _o.chmod(_f,int(_m,8));_d=_d[_n:]
+_s.path.insert(0,_k.name)
+""".replace("DECODE", DECODE).replace('"SAFE","UNSAFE"', f'"{SAFE}","{UNSAFE}"')
 
 
 def loader(payload: str) -> str:
