@@ -18,9 +18,27 @@ from . import registry
 
 
 def compile_one(pipeline, path: Path) -> bytes:
+    """A pipeline or component as Compiler().compile writes it; a pipeline less the
+    descriptions of its components' inputs and outputs: KFP 2.14.3 copies a task's component
+    spec into the Workflow five times (pipelines/workflow_size.py), and no UI shows them
+    there. The pipeline's own parameters keep theirs (the run form shows them), and so does a
+    component compiled alone."""
     from kfp import compiler
+    from kfp.compiler import pipeline_spec_builder as builder
+    from kfp.dsl.graph_component import GraphComponent
+    from kfp.pipeline_spec import pipeline_spec_pb2
 
-    compiler.Compiler().compile(pipeline, str(path))
+    if not isinstance(pipeline, GraphComponent):
+        compiler.Compiler().compile(pipeline, str(path))
+        return path.read_bytes()
+    spec = pipeline_spec_pb2.PipelineSpec()
+    spec.CopyFrom(pipeline.pipeline_spec)
+    for component in spec.components.values():
+        for definitions in (component.input_definitions, component.output_definitions):
+            for field in (*definitions.parameters.values(), *definitions.artifacts.values()):
+                field.ClearField("description")
+    builder.write_pipeline_spec_to_file(pipeline_spec=spec, pipeline_description=pipeline.description,
+                                        platform_spec=pipeline.platform_spec, package_path=str(path))
     return path.read_bytes()
 
 

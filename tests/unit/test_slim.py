@@ -227,3 +227,16 @@ def test_an_image_build_embeds_no_runtime_but_keeps_a_code_dir(tmp_path, monkeyp
         monkeypatch.delenv(IMAGE_ENV)
         sys.modules.pop(module, None)
         importlib.import_module(module)
+
+
+def test_a_compiled_pipeline_drops_its_components_descriptions_not_its_own(fresh):
+    """Five copies per task in the Workflow: a component's input descriptions cost ~50 KB a
+    pipeline; the run form's (the pipeline's parameters) and a component alone keep theirs."""
+    ir = next(yaml.safe_load_all((fresh / "ray_training.yaml").read_text()))
+    assert ir["root"]["inputDefinitions"]["parameters"]["lifecycle"]["description"]
+    for component in ir["components"].values():
+        for definitions in (component.get("inputDefinitions", {}), component.get("outputDefinitions", {})):
+            for kind in ("parameters", "artifacts"):
+                assert not [n for n, p in definitions.get(kind, {}).items() if "description" in p]
+    alone = next(yaml.safe_load_all((fresh / "components" / "follow_ray_job.yaml").read_text()))
+    assert alone["root"]["inputDefinitions"]["parameters"]["job_id"]["description"]
