@@ -1,20 +1,16 @@
 """How every kfp-ray component is built: base image, packages, and the runtime library
-embedded reproducibly (same source, same bytes)."""
+embedded reproducibly (same source, same bytes; components/_slim.py)."""
 
 from __future__ import annotations
 
-import contextlib
-import gzip
 import importlib.util
+import itertools
 import os
-import shutil
-import tarfile
-import tempfile
 from pathlib import Path
 
 from kfp import dsl
 
-from kfp_ray.components import IMAGE_ENV, PIP_INDEX_URL_ENV, PIP_TRUSTED_HOST_ENV, PREINSTALLED_ENV
+from kfp_ray.components import IMAGE_ENV, PIP_INDEX_URL_ENV, PIP_TRUSTED_HOST_ENV, PREINSTALLED_ENV, _slim
 
 # The one place the base image is named (the Containerfile's ARG must agree: a test checks).
 # A fixed tag, so the same YAML runs the same code. To bump: pick a newer tag (`skopeo
@@ -58,48 +54,17 @@ def build_options(packages: list[str]) -> dict:
     return options
 
 
-def _normalize(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-    """No caches, and nothing that differs between machines or checkouts."""
-    if "__pycache__" in info.name.split("/") or info.name.endswith(".pyc"):
-        return None
-    info.mtime = 0
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    info.mode = 0o755 if info.isdir() or info.mode & 0o111 else 0o644
-    return info
-
-
-@contextlib.contextmanager
-def reproducible_archives():
-    """kfp tars and gzips embedded_artifact_path with file mtimes, owners and the current
-    time; while building components, make both deterministic."""
-    real_add, real_compress = tarfile.TarFile.add, gzip.compress
-
-    def add(self, name, arcname=None, recursive=True, *, filter=None):  # noqa: A002 - tarfile's name
-        return real_add(self, name, arcname, recursive, filter=_normalize)
-
-    def compress(data, compresslevel=9, *, mtime=None):
-        return real_compress(data, compresslevel, mtime=0)
-
-    tarfile.TarFile.add, gzip.compress = add, compress
-    try:
-        yield
-    finally:
-        tarfile.TarFile.add, gzip.compress = real_add, real_compress
-
-
 def ray_component(packages: list[str], code_dir: str | Path | None = None):
     """`@dsl.component` for kfp-ray: caching is set per task in pipelines (off for tasks
-    with side effects). `code_dir`, if given, is embedded next to the runtime as `code/`."""
+    with side effects). The task carries the runtime library its function needs
+    (components/_slim.py), and `code_dir`, if given, beside it as `code/`. Built with an
+    image (IMAGE_ENV), it carries no runtime: kfp_ray is the image's (Containerfile)."""
 
     def wrap(func):
-        stage = Path(tempfile.mkdtemp(prefix="kfp-ray-embed-"))
-        try:
-            _embed(stage, code_dir)
-            with reproducible_archives():
-                component = dsl.component(func, embedded_artifact_path=str(stage), **build_options(packages))
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
+        component = dsl.component(func, **build_options(packages))
+        runtime = {} if os.environ.get(IMAGE_ENV) else _slim.runtime_files(func, runtime_dir())
+        if runtime or code_dir is not None:
+            _embed(component, func, _slim.pack(runtime, code_dir))
         return component
 
     return wrap
@@ -111,15 +76,15 @@ def runtime_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _embed(stage: Path, code_dir: str | Path | None) -> None:
-    """What travels inside a component: the runtime library as kfp_ray/ (without the
-    components and pipelines that share its import name once installed), and `code_dir` as
-    code/."""
-    source = runtime_dir()
-
-    def ignore(folder, names):
-        return [n for n in names if n == "__pycache__" or (Path(folder) == source and n in ("components", "pipelines"))]
-
-    shutil.copytree(source, stage / "kfp_ray", ignore=ignore)
-    if code_dir is not None:
-        shutil.copytree(Path(code_dir), stage / "code")
+def _embed(component, func, payload: str) -> None:
+    """Put the loader of `payload` in the task's program, just before the function (kfp's
+    lightweight command: [..., 'sh', '-ec', <script>, <program>]), whose docstring and
+    comments go (the component's description keeps the docstring), indented by one space."""
+    command = component.component_spec.implementation.container.command
+    program = command[-1]
+    lines = _slim.function_source(func).split("\n")
+    func_source = "\n".join(itertools.dropwhile(lambda line: not line.startswith("def"), lines))  # as kfp has it
+    if program.count(func_source) != 1:
+        raise RuntimeError(f"{func.__name__}: kfp's command no longer ends with the function's source; "
+                           "components/_build.py must learn the new layout")
+    command[-1] = program.replace(func_source, _slim.loader(payload) + "\n\n" + _slim.reindent(_slim.strip(func_source, minify=False)))

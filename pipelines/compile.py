@@ -18,9 +18,27 @@ from . import registry
 
 
 def compile_one(pipeline, path: Path) -> bytes:
+    """A pipeline or component as Compiler().compile writes it; a pipeline less the
+    descriptions of its components' inputs and outputs: KFP 2.14.3 copies a task's component
+    spec into the Workflow five times (pipelines/workflow_size.py), and no UI shows them
+    there. The pipeline's own parameters keep theirs (the run form shows them), and so does a
+    component compiled alone."""
     from kfp import compiler
+    from kfp.compiler import pipeline_spec_builder as builder
+    from kfp.dsl.graph_component import GraphComponent
+    from kfp.pipeline_spec import pipeline_spec_pb2
 
-    compiler.Compiler().compile(pipeline, str(path))
+    if not isinstance(pipeline, GraphComponent):
+        compiler.Compiler().compile(pipeline, str(path))
+        return path.read_bytes()
+    spec = pipeline_spec_pb2.PipelineSpec()
+    spec.CopyFrom(pipeline.pipeline_spec)
+    for component in spec.components.values():
+        for definitions in (component.input_definitions, component.output_definitions):
+            for field in (*definitions.parameters.values(), *definitions.artifacts.values()):
+                field.ClearField("description")
+    builder.write_pipeline_spec_to_file(pipeline_spec=spec, pipeline_description=pipeline.description,
+                                        platform_spec=pipeline.platform_spec, package_path=str(path))
     return path.read_bytes()
 
 
@@ -66,10 +84,30 @@ def stale(compiled_dir: Path = registry.COMPILED, names=None, loader=registry.lo
     return out
 
 
+def sizes_fit(compiled_dir: Path | None = None) -> bool:
+    """Print how big each compiled pipeline and component gets on a cluster (pipelines/
+    workflow_size.py); False, naming the executor or pipeline, when one crosses a limit."""
+    from . import workflow_size
+
+    compiled_dir = compiled_dir or registry.COMPILED
+    paths = [compiled_dir / f"{n}.yaml" for n in registry.PIPELINES]
+    paths += [compiled_dir / "components" / f"{n}.yaml" for n in registry.COMPONENTS]
+    figures, problems, warnings = workflow_size.check(paths)
+    print("\n".join(figures))
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    for line in problems:
+        print(f"too big: {line}", file=sys.stderr)
+    if problems:
+        print("A task carries the runtime modules its function imports (components/_slim.py): import less in that "
+              "component, or build with --image (nothing embedded)", file=sys.stderr)
+    return not problems
+
+
 def add_parser(sub) -> None:
     c = sub.add_parser("compile", help="compile every pipeline into compiled/ (or --out)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("--check", action="store_true", help="fail if compiled/ is stale")
+    c.add_argument("--check", action="store_true", help="fail if compiled/ is stale or too big for Argo; print the sizes")
     c.add_argument("--out", type=Path, help="write here instead of compiled/ (needed with the options below)")
     c.add_argument("--image", metavar="REF", help="every task runs in REF, with no pip installs (see Containerfile)")
     c.add_argument("--pip-index-url", metavar="URL", help="tasks pip-install from URL (a mirror) instead of PyPI")
@@ -122,6 +160,8 @@ def cmd_compile(args) -> int:
         if names:
             print(f"compiled/ (or a component README) is stale for: {', '.join(names)}. Run: kfp-ray compile",
                   file=sys.stderr)
+            return 1
+        if not sizes_fit():
             return 1
         print(f"compiled/ is up to date ({len(registry.PIPELINES)} pipelines, {len(registry.COMPONENTS)} components)")
         return 0

@@ -69,7 +69,8 @@ def run_ray_driver(
     from kfp_ray.results import numeric
     from kfp_ray.tasks import drive
 
-    embedded_root = os.path.dirname(os.path.dirname(kfp_ray.__file__))
+    # the folder the embedded code/ is in (kfp_ray may be the image's: an --image build)
+    embedded_root = globals().get("__KFP_EMBEDDED_ASSET_DIR") or os.path.dirname(os.path.dirname(kfp_ray.__file__))
     value, seconds, teardown = drive(dashboard_url=dashboard_url, cluster_name=cluster_name, namespace=namespace, driver=driver,
                            function=function, kwargs=kwargs, data_uri=data_uri, log_path=log.path, embedded_root=embedded_root,
                            output_uri=output_uri, delete_cluster=delete_cluster, lease_seconds=lease_seconds,

@@ -131,12 +131,14 @@ def run_ray_job(
     import kfp_ray
     from kfp_ray.tasks import run_job
 
+    # the folder the embedded code/ is in (kfp_ray may be the image's: an --image build)
+    embedded_root = globals().get("__KFP_EMBEDDED_ASSET_DIR") or os.path.dirname(os.path.dirname(kfp_ray.__file__))
     ran = run_job(run_id=run_id, entrypoint=entrypoint, task_name=task_name, task_id=task_id, job_name=job_name,
                   namespace=namespace, local_queue=local_queue, num_workers=num_workers, head_cpu=head_cpu,
                   head_memory=head_memory, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=worker_gpus,
                   image=image, env=env, data_connection=data_connection, tolerations=tolerations,
                   node_selector=node_selector, labels=labels, working_dir=working_dir,
-                  embedded_root=os.path.dirname(os.path.dirname(kfp_ray.__file__)), pip=pip, env_vars=env_vars,
+                  embedded_root=embedded_root, pip=pip, env_vars=env_vars,
                   requirements_file=requirements_file if install_requirements else "",
                   submission_mode=submission_mode, admission_timeout=admission_timeout,
                   startup_timeout=startup_timeout, job_timeout=job_timeout,

@@ -52,7 +52,8 @@ def submit_ray_job(
     import kfp_ray
     from kfp_ray.tasks import submit
 
-    embedded_root = os.path.dirname(os.path.dirname(kfp_ray.__file__))
+    # the folder the embedded code/ is in (kfp_ray may be the image's: an --image build)
+    embedded_root = globals().get("__KFP_EMBEDDED_ASSET_DIR") or os.path.dirname(os.path.dirname(kfp_ray.__file__))
     job_id = submit(dashboard_url=dashboard_url, entrypoint=entrypoint, run_id=run_id, task=task_name,
                   working_dir=working_dir, embedded_root=embedded_root, pip=pip, env_vars=env_vars, metadata=metadata,
                   requirements_file=requirements_file if install_requirements else "", cluster_name=cluster_name,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kfp_ray.components import _slim
 from kfp_ray.pipelines import registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +45,11 @@ def test_image_build_runs_every_task_in_the_image_with_no_installs(name, outputs
         c = ex["container"]
         assert c["image"] == IMAGE
         assert "pip install" not in " ".join(c["command"] + c.get("args", []))
+        # kfp_ray is the image's: a task carries at most its code_dir (issue 25 item 1)
+        program = c["command"][-1]
+        assert "__KFP_EMBEDDED_ARCHIVE_B64" not in program
+        payload = _slim.payload_of(program)
+        assert payload is None or all(n.startswith("code/") for n in _slim.unpack(payload))
 
 
 @pytest.mark.parametrize("name", registry.PIPELINES)
