@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .errors import AccessDenied, InputError, JobFailed, JobLost, JobTimeout, KfpRayError
 from .validate import Checker, label_value
-from .wait import Backoff, Outage, beat, first_line, is_transient, log, retry
+from .wait import Backoff, Outage, beat, echo, first_line, is_transient, log, retry
 
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 SUBMIT_WINDOW = 120.0  # seconds a fresh head may answer 5xx to a submission
@@ -339,7 +339,7 @@ class Follower:
     (redacted); `logs` then keeps only the last TAIL_CHARS of it, so memory does not grow with
     the log. Without `log_path`, `logs` is the whole log."""
 
-    def __init__(self, dashboard_url: str, job_id: str, timeout: float, max_poll: float = MAX_POLL, echo=print,
+    def __init__(self, dashboard_url: str, job_id: str, timeout: float, max_poll: float = MAX_POLL, echo=echo,
                  stop_grace: float = 60.0, outage_tolerance: float = OUTAGE_TOLERANCE,
                  heartbeat: Callable[[], None] | None = None, request_timeout=TIMEOUTS,
                  clock=time.monotonic, sleep=time.sleep, log_path: str | None = None):
@@ -611,7 +611,7 @@ class Follower:
             time.sleep(min(backoff.next(), max(0.0, deadline - time.monotonic())))
 
 
-def follow(dashboard_url: str, job_id: str, timeout: float, max_poll: float = MAX_POLL, echo=print,
+def follow(dashboard_url: str, job_id: str, timeout: float, max_poll: float = MAX_POLL, echo=echo,
            stop_grace: float = 60.0, outage_tolerance: float = OUTAGE_TOLERANCE,
            heartbeat: Callable[[], None] | None = None, request_timeout=TIMEOUTS,
            log_path: str | None = None) -> JobResult:

@@ -47,7 +47,7 @@ from .rayclusters import GROUP, RAYJOB, VERSION, age_seconds, being_deleted, get
 from .readiness import PODS_EVERY, ClusterTarget, wait_ready
 from .signals import cleanup_deadline, sigterm_raises
 from .validate import Checker
-from .wait import Backoff, beat, first_line, log
+from .wait import Backoff, beat, echo, first_line, log
 
 MODES = ("K8sJobMode", "HTTPMode")
 # KubeRay's default submitter pod (common/job.go GetDefaultSubmitterTemplate, v1.4.2); Kueue
@@ -399,7 +399,7 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
                     if package:
                         jobs.RayJobsClient(url).upload_package(package[0], package[1], "of the job")
                 follower = RayJobFollower(spec.name, spec.namespace, url, status(rj).get("jobId") or job_id,
-                                          timeout=deadline_s + 60, max_poll=max_poll_seconds, echo=print,
+                                          timeout=deadline_s + 60, max_poll=max_poll_seconds, echo=echo,
                                           outage_tolerance=outage_tolerance_seconds, heartbeat=renewer)
                 try:
                     result = follower.run()

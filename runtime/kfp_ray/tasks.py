@@ -14,7 +14,7 @@ from . import cluster, jobs, kube, lease, rayclusters
 from .errors import Cancelled, InputError, InputErrors, JobFailed, JobLost, JobTimeout
 from .signals import cleanup_deadline, sigterm_raises
 from .validate import Checker, derive_cluster_name, label_value, task_identity
-from .wait import Backoff, Outage, beat, combine, first_line, is_transient, log
+from .wait import Backoff, Outage, beat, combine, echo, first_line, is_transient, log
 
 
 def _namespace(namespace: str) -> str:
@@ -117,7 +117,7 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
     _check_cluster_exists(cluster_name, namespace, job_id)
     renewer = _renewer(cluster_name, namespace, lease_seconds, renew_every_seconds)
     # The log streams into log_path as it is read (redacted), whatever happens.
-    follower = jobs.Follower(dashboard_url, job_id, timeout, max_poll=max_poll_seconds, echo=print,
+    follower = jobs.Follower(dashboard_url, job_id, timeout, max_poll=max_poll_seconds, echo=echo,
                              outage_tolerance=outage_tolerance_seconds, heartbeat=combine(renewer, heartbeat),
                              log_path=log_path)
     with sigterm_raises():

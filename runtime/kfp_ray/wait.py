@@ -19,6 +19,14 @@ T = TypeVar("T")
 _LOG_LOCK = threading.Lock()
 
 
+def echo(text: str) -> None:
+    """A job's log text (already redacted) in the task log, flushed at once: a task's stdout is
+    a pipe, whose buffer would hold a job's lines until kilobytes more came or the task ended."""
+    with _LOG_LOCK:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
 def log(msg: str) -> None:
     """A progress line in the task log (stdout, flushed, secrets redacted); one write per
     line, so that lines from two threads (a cancel's stop and delete) never interleave."""

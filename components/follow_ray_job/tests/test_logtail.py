@@ -116,3 +116,32 @@ def test_a_line_is_passed_on_whole_and_redacted_across_messages(dashboard, tmp_p
     text = (tmp_path / "job.log").read_text()
     assert text == "start\nkey=[REDACTED]\nKFP_RAY_METRICS {\"acc\": 0.5}\nno newline"
     assert "very-secret-key" not in "\n".join(echoed) and follower.metrics == {"acc": 0.5}
+
+
+_PIPED_CHILD = """
+import sys
+from kfp_ray import jobs
+jobs.Follower(sys.argv[1], "piped", timeout=120, max_poll=0.2).run()
+"""
+
+
+def test_a_jobs_line_reaches_a_piped_task_log_while_the_job_runs(dashboard):
+    """A task's stdout is a pipe (the launcher reads it): follow flushes each line of the job's
+    log as it comes, or a job that printed a line and works on would show nothing for hours."""
+    dashboard.job("piped", "RUNNING", "")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as in a task pod
+    proc = subprocess.Popen([sys.executable, "-c", _PIPED_CHILD, dashboard.url], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        seen = []
+        reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")), daemon=True)
+        reader.start()
+        # the status line comes first (flushed); the job's line after it, with nothing behind it
+        eventually(lambda: any("piped: RUNNING" in line for line in seen), 60, 0.1, what="follow's status line")
+        dashboard.job("piped", "RUNNING", "FIRST-LINE of a long job\n")
+        eventually(lambda: any("FIRST-LINE" in line for line in seen), 60, 0.1,
+                   what="the job's first line in follow's piped stdout while the job is RUNNING")
+        assert proc.poll() is None  # still following: the line came while the job runs
+    finally:
+        dashboard.job("piped", "SUCCEEDED", "FIRST-LINE of a long job\n")
+        proc.wait(timeout=120)
