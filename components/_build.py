@@ -54,17 +54,18 @@ def build_options(packages: list[str]) -> dict:
     return options
 
 
-def ray_component(packages: list[str], code_dir: str | Path | None = None):
+def ray_component(packages: list[str], code_dir: str | Path | None = None, code_files=None):
     """`@dsl.component` for kfp-ray: caching is set per task in pipelines (off for tasks
     with side effects). The task carries the runtime library its function needs
-    (components/_slim.py), and `code_dir`, if given, beside it as `code/`. Built with an
+    (components/_slim.py), and `code_dir`, if given, beside it as `code/` (only `code_files`,
+    paths relative to it, when given: a pipeline carries its own job, not its siblings'). Built with an
     image (IMAGE_ENV), it carries no runtime: kfp_ray is the image's (Containerfile)."""
 
     def wrap(func):
         component = dsl.component(func, **build_options(packages))
         runtime = {} if os.environ.get(IMAGE_ENV) else _slim.runtime_files(func, runtime_dir())
         if runtime or code_dir is not None:
-            _embed(component, func, _slim.pack(runtime, code_dir))
+            _embed(component, func, _slim.pack(runtime, code_dir, code_files))
         return component
 
     return wrap

@@ -306,8 +306,9 @@ def runtime_files(func, source_dir: Path) -> dict[str, str]:
     return out
 
 
-def pack(files: dict[str, str], code_dir: str | Path | None = None) -> str:
-    """base64 of the xz-compressed `files` (and code_dir's files as code/...), each as its
+def pack(files: dict[str, str], code_dir: str | Path | None = None, code_files=None) -> str:
+    """base64 of the xz-compressed `files` (and code_dir's files as code/...: all of them, or
+    those whose path relative to code_dir is in `code_files`), each as its
     path, octal mode and length on a line each, then its bytes: the same bytes for the same
     input (a tar's 512-byte headers cost more than some modules)."""
     entries = [(name, 0o644, text.encode()) for name, text in sorted(files.items())]
@@ -315,6 +316,8 @@ def pack(files: dict[str, str], code_dir: str | Path | None = None) -> str:
         base = Path(code_dir)
         for path in sorted(base.rglob("*")):
             if "__pycache__" in path.parts or path.suffix == ".pyc" or not path.is_file():
+                continue
+            if code_files is not None and path.relative_to(base).as_posix() not in code_files:
                 continue
             mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
             entries.append((f"code/{path.relative_to(base).as_posix()}", mode, path.read_bytes()))

@@ -20,9 +20,15 @@ from kfp_ray.components.submit_ray_job.component import submit_ray_job_with_code
 from kfp_ray.components.teardown_ray_cluster.component import teardown_ray_cluster
 
 RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER
-# The demo jobs' code (pipelines/jobs), embedded in the submit task as `code/`.
-submit_with_jobs = submit_ray_job_with_code(Path(__file__).resolve().parent / "jobs")
-run_with_jobs = run_ray_job_with_code(Path(__file__).resolve().parent / "jobs")
+JOBS = Path(__file__).resolve().parent / "jobs"
+
+
+def job_tasks(job: str):
+    """The submit and run_ray_job components carrying demo job `job` (pipelines/jobs/<job>.py,
+    its requirements file and storage.py) as `code/`: each pipeline carries its own job only,
+    since every byte of a task is copied several times into the run's Argo Workflow."""
+    files = {f"{job}.py", "storage.py", f"requirements/{job}.txt"}
+    return submit_ray_job_with_code(JOBS, files), run_ray_job_with_code(JOBS, files)
 # The data connection secret's keys, as RHOAI writes them, mounted as the same env names.
 # The dashboard's data connection form leaves the region empty when not given: optional
 # (the runtime and the jobs then use us-east-1, which S3-compatible stores accept).

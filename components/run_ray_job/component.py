@@ -165,7 +165,8 @@ _run_ray_job = run_ray_job
 run_ray_job = ray_component(packages=RAYJOB)(_run_ray_job)
 
 
-def run_ray_job_with_code(code_dir: str | Path):
+def run_ray_job_with_code(code_dir: str | Path, files=None):
     """A run_ray_job component with `code_dir` embedded as its `code/` directory: pass
-    working_dir="code" to run it. The job's code then travels inside the compiled YAML."""
-    return ray_component(packages=RAYJOB, code_dir=code_dir)(_run_ray_job)
+    working_dir="code" to run it. The job's code then travels inside the compiled YAML.
+    `files`: only these paths of code_dir (relative to it); default all."""
+    return ray_component(packages=RAYJOB, code_dir=code_dir, code_files=files)(_run_ray_job)

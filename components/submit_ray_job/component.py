@@ -65,7 +65,8 @@ _submit_ray_job = submit_ray_job
 submit_ray_job = ray_component(packages=SUBMIT)(_submit_ray_job)
 
 
-def submit_ray_job_with_code(code_dir: str | Path):
+def submit_ray_job_with_code(code_dir: str | Path, files=None):
     """A submit_ray_job component with `code_dir` embedded as its `code/` directory: pass
-    working_dir="code" to run it. The job's code then travels inside the compiled YAML."""
-    return ray_component(packages=SUBMIT, code_dir=code_dir)(_submit_ray_job)
+    working_dir="code" to run it. The job's code then travels inside the compiled YAML.
+    `files`: only these paths of code_dir (relative to it); default all."""
+    return ray_component(packages=SUBMIT, code_dir=code_dir, code_files=files)(_submit_ray_job)

@@ -4,7 +4,9 @@ metrics, confusion matrix and report."""
 
 from kfp import dsl
 
-from kfp_ray.pipelines.common import run_with_jobs, submit_with_jobs, train_on_ray, with_lifecycle_doc
+from kfp_ray.pipelines.common import job_tasks, train_on_ray, with_lifecycle_doc
+
+submit_job, run_job = job_tasks("fashion_mnist_train")
 
 
 @dsl.pipeline(name="fashion-mnist", description="Ray Train (TorchTrainer) data-parallel classifier on a Kueue-queued "
@@ -36,7 +38,7 @@ def fashion_mnist(
 ):
     train_on_ray(
         title="fashion_mnist",
-        submit=submit_with_jobs, working_dir="code",
+        submit=submit_job, working_dir="code",
         entrypoint=f"python fashion_mnist_train.py --workers {training_workers} --epochs {epochs} --use-gpu {use_gpu}",
         dataset=dataset, data_connection=data_connection, s3_prefix=s3_prefix, local_queue=local_queue,
         image=image, num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,
@@ -46,4 +48,4 @@ def fashion_mnist(
         admission_timeout=admission_timeout, startup_timeout=startup_timeout, job_timeout=job_timeout,
         requirements_file="requirements/fashion_mnist_train.txt", install_requirements=install_requirements,
         pip=extra_requirements, pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host,
-        lifecycle=lifecycle, run=run_with_jobs)
+        lifecycle=lifecycle, run=run_job)

@@ -3,7 +3,9 @@ Kueue-admitted RayCluster, breast-cancer data from S3, best model and trial tabl
 
 from kfp import dsl
 
-from kfp_ray.pipelines.common import run_with_jobs, submit_with_jobs, train_on_ray, with_lifecycle_doc
+from kfp_ray.pipelines.common import job_tasks, train_on_ray, with_lifecycle_doc
+
+submit_job, run_job = job_tasks("xgboost_tune")
 
 
 @dsl.pipeline(name="xgboost-tune", description="Ray Tune over XGBoost hyperparameters on a Kueue-queued RayCluster "
@@ -33,7 +35,7 @@ def xgboost_tune(
 ):
     train_on_ray(
         title="xgboost_tune",
-        submit=submit_with_jobs, working_dir="code",
+        submit=submit_job, working_dir="code",
         entrypoint=f"python xgboost_tune.py --samples {samples} --concurrent {concurrent_trials} --rounds {boosting_rounds}",
         dataset="breast_cancer", data_connection=data_connection, s3_prefix=s3_prefix, local_queue=local_queue,
         image=image, num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,
@@ -41,4 +43,4 @@ def xgboost_tune(
         startup_timeout=startup_timeout, job_timeout=job_timeout,
         requirements_file="requirements/xgboost_tune.txt", install_requirements=install_requirements,
         pip=extra_requirements, pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host,
-        lifecycle=lifecycle, run=run_with_jobs)
+        lifecycle=lifecycle, run=run_job)

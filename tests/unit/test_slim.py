@@ -240,3 +240,16 @@ def test_a_compiled_pipeline_drops_its_components_descriptions_not_its_own(fresh
                 assert not [n for n, p in definitions.get(kind, {}).items() if "description" in p]
     alone = next(yaml.safe_load_all((fresh / "components" / "follow_ray_job.yaml").read_text()))
     assert alone["root"]["inputDefinitions"]["parameters"]["job_id"]["description"]
+
+
+@pytest.mark.parametrize("job,other", [("fashion_mnist_train", "xgboost_tune"), ("xgboost_tune", "fashion_mnist_train")])
+def test_each_demo_pipeline_carries_its_own_job_and_not_its_siblings(job, other):
+    """Every byte of a task is copied several times into the run's Workflow: a pipeline's
+    submit and run_ray_job tasks carry its job, its requirements and storage.py, nothing else."""
+    from kfp_ray.pipelines.common import job_tasks
+
+    for task in job_tasks(job):
+        files = _slim.unpack(_slim.payload_of(task.component_spec.implementation.container.command[-1]))
+        code = {name for name in files if name.startswith("code/")}
+        assert code == {f"code/{job}.py", "code/storage.py", f"code/requirements/{job}.txt"}, code
+        assert f"code/{other}.py" not in files
