@@ -14,29 +14,10 @@ from kubernetes import client as k8s
 
 from kfp_ray.pipelines import connection
 from kfp_ray.pipelines.__main__ import main
-from kfp_ray_sandbox.client import SandboxClient
 
 from ..helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def server_env(box, monkeypatch):
-    """What a user has after `oc login` (a kubeconfig) and sets: the route and the token, here the sandbox's."""
-    token = SandboxClient(box.info).token()
-    monkeypatch.setenv("KUBECONFIG", box.info["kubeconfig"])
-    monkeypatch.setenv("KFP_HOST", box.info["pipelines_api"])
-    monkeypatch.setenv("KFP_TOKEN", token)
-    monkeypatch.setenv("KFP_CA_BUNDLE", box.info["ca_file"])
-    return token
-
-
-@pytest.fixture
-def kfp_client(box, server_env):
-    import kfp
-
-    return kfp.Client(host=box.info["pipelines_api"], existing_token=server_env, ssl_ca_cert=box.info["ca_file"])
 
 
 def test_upload_twice_makes_a_pipeline_then_a_new_version(server_env, kfp_client, capsys):

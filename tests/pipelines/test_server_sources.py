@@ -11,25 +11,8 @@ import yaml
 
 from kfp_ray.pipelines import registry
 from kfp_ray.pipelines.__main__ import main
-from kfp_ray_sandbox.client import SandboxClient
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def server_env(box, monkeypatch):
-    token = SandboxClient(box.info).token()
-    monkeypatch.setenv("KFP_HOST", box.info["pipelines_api"])
-    monkeypatch.setenv("KFP_TOKEN", token)
-    monkeypatch.setenv("KFP_CA_BUNDLE", box.info["ca_file"])
-    return token
-
-
-@pytest.fixture
-def kfp_client(box, server_env):
-    import kfp
-
-    return kfp.Client(host=box.info["pipelines_api"], existing_token=server_env, ssl_ca_cert=box.info["ca_file"])
 
 
 @pytest.fixture

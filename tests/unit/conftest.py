@@ -23,3 +23,22 @@ def admin(api):
 @pytest.fixture
 def runner(api):
     return api_client(api, api.auth.pipeline_runner)
+
+
+@pytest.fixture
+def as_runner(api, tmp_path, monkeypatch):
+    """kfp_ray's kube access as pipeline-runner through a kubeconfig (namespace sandbox), as in a task."""
+    import yaml
+
+    from kfp_ray import kube
+
+    cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "runner",
+           "clusters": [{"name": "bare", "cluster": {"server": api.url, "certificate-authority": api.ca_file}}],
+           "users": [{"name": "runner", "user": {"token": api.auth.pipeline_runner.token}}],
+           "contexts": [{"name": "runner", "context": {"cluster": "bare", "user": "runner", "namespace": "sandbox"}}]}
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(cfg))
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    kube.api_client.cache_clear()
+    yield
+    kube.api_client.cache_clear()

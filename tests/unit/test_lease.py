@@ -9,10 +9,9 @@ from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
 import pytest
-import yaml
 from kubernetes import client
 
-from kfp_ray import kube, lease, rayclusters, wait
+from kfp_ray import lease, rayclusters, wait
 from kfp_ray.errors import InputError, InputErrors
 from kfp_ray.validate import Checker
 from tests.helpers import raycluster
@@ -105,21 +104,6 @@ def test_only_clusters_with_kfp_rays_labels_are_managed():
 
 
 # --- against the API, as pipeline-runner ---------------------------------------------------------
-@pytest.fixture
-def as_runner(api, tmp_path, monkeypatch):
-    """kfp_ray's kube access as pipeline-runner through a kubeconfig, as in a task."""
-    cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "runner",
-           "clusters": [{"name": "bare", "cluster": {"server": api.url, "certificate-authority": api.ca_file}}],
-           "users": [{"name": "runner", "user": {"token": api.auth.pipeline_runner.token}}],
-           "contexts": [{"name": "runner", "context": {"cluster": "bare", "user": "runner", "namespace": NS}}]}
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(cfg))
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    kube.api_client.cache_clear()
-    yield
-    kube.api_client.cache_clear()
-
-
 @pytest.fixture
 def co(admin):
     api = client.CustomObjectsApi(admin)

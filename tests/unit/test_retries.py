@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from kfp_ray import kube, tasks
+from kfp_ray import tasks
 from kfp_ray.errors import JobLost
 from kfp_ray.pipelines import common, registry
 from kfp_ray.pipelines import compile as compiling
@@ -55,20 +55,6 @@ def test_the_retry_window_outlasts_the_longest_follow():
     deadline): it must outlast a follow of the default job_timeout (a day) by far."""
     seconds = int(common.RETRY["backoff_max_duration"].rstrip("s"))
     assert seconds >= 7 * 86400
-
-
-@pytest.fixture
-def as_runner(api, tmp_path, monkeypatch):
-    cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "runner",
-           "clusters": [{"name": "bare", "cluster": {"server": api.url, "certificate-authority": api.ca_file}}],
-           "users": [{"name": "runner", "user": {"token": api.auth.pipeline_runner.token}}],
-           "contexts": [{"name": "runner", "context": {"cluster": "bare", "user": "runner", "namespace": "sandbox"}}]}
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(cfg))
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    kube.api_client.cache_clear()
-    yield
-    kube.api_client.cache_clear()
 
 
 def test_a_retried_follow_whose_cluster_is_gone_fails_at_once_saying_why(as_runner, tmp_path):
