@@ -66,10 +66,11 @@ def test_cancel_sends_stop_and_delete_at_once(box, sbx, tmp_path, dashboard_stat
     dash.job("j", "RUNNING", "step 1\n")
     try:
         task = TaskProcess(box, follow_code(dash.url, "j", name, str(tmp_path / "job.log")))
+        # the job's log line echoed: follow has read it (the log streams in after the status)
         if dashboard_state == "hung":
-            eventually(lambda: task.saw("job j: RUNNING"), 120, what="the task to follow the job")
+            eventually(lambda: task.saw("step 1"), 120, what="the task to follow the job and echo its log")
             dash.hang()
-        signalled, took, out = cancel(task, "job j: RUNNING")
+        signalled, took, out = cancel(task, "step 1")
         stops = dash.seen("POST", "/j/stop")
     finally:
         dash.close()
