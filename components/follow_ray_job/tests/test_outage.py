@@ -101,7 +101,9 @@ def test_a_job_submitted_again_under_its_id_is_lost_not_followed_anew(dashboard)
     job again under the same id; the dashboard never says 404, the job's start_time changes."""
     dashboard.job("again", "RUNNING", "tick 1\ntick 2\n")
     run = Run(jobs.Follower(dashboard.url, "again", timeout=60, **FAST))
-    eventually(lambda: run.follower.started_at, 10, what="the job's start_time")
+    # the start_time seen and the log read (it streams in after the status)
+    eventually(lambda: run.follower.started_at and "tick 2" in run.follower.logs, 60,
+               what="the job's start_time and its log's 'tick 2'")
     dashboard.submitted_again("again", "tick 1\n")
     run.join()
     assert isinstance(run.error, jobs.JobLost) and "was started again" in str(run.error), run.error
