@@ -89,11 +89,11 @@ def leftovers(tmpdir: Path, tag: str | None, me: int) -> list[str]:
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
 @pytest.mark.parametrize("bench", [pytest.param("pip_path"), pytest.param("sandbox_pip", marks=pytest.mark.ray)])
-def test_a_benchmark_leaves_nothing_when_stopped_mid_install(bench, sig, tmp_path):
+def test_a_benchmark_leaves_nothing_when_stopped_mid_install(bench, sig, tmp_path, guard):
     index = SilentIndex()
     tmpdir = Path(tempfile.mkdtemp(prefix="krb-", dir="/tmp"))  # its TMPDIR: short, its own
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update(TMPDIR=str(tmpdir), PYTHONUNBUFFERED="1", PIP_INDEX_URL=index.url, PIP_CONFIG_FILE=os.devnull,
+    env.update(**guard.env(), TMPDIR=str(tmpdir), PYTHONUNBUFFERED="1", PIP_INDEX_URL=index.url, PIP_CONFIG_FILE=os.devnull,
                PIP_DEFAULT_TIMEOUT="3600", PIP_RETRIES="0", NO_PROXY="127.0.0.1", no_proxy="127.0.0.1")
     log = tmp_path / "bench.log"
     with open(log, "wb") as out:

@@ -147,8 +147,9 @@ class Owner:
     ready_timeout = 300.0
     together = True  # its three (one per signal) may start at once
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, guard: dict):
         self.workdir = workdir
+        self.guard = guard  # the test process's watchdog env (conftest `guard`): it goes if the test dies
         self.tmpdir = Path(tempfile.mkdtemp(prefix="kro-", dir="/tmp"))
         self.log = workdir / "owner.log"
         self.proc: subprocess.Popen | None = None
@@ -157,7 +158,7 @@ class Owner:
 
     def launch(self, args: list[str], **extra) -> None:
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(args, cwd=ROOT, env=env_for(self.tmpdir, **extra), stdout=out,
+            self.proc = subprocess.Popen(args, cwd=ROOT, env=env_for(self.tmpdir, **self.guard, **extra), stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         self.pid = self.proc.pid
 
@@ -179,10 +180,15 @@ class Owner:
         return dirs[0] if dirs else None
 
     def kill(self) -> None:
+        watchdog = None
         if self.pid is not None and pid_alive(self.pid):
+            with contextlib.suppress(AssertionError):  # none: it never got to start its sandbox
+                watchdog = watchdog_of(self.pid)[0]
             os.kill(self.pid, signal.SIGKILL)  # its watchdog cleans up
         if self.proc is not None:
             self.proc.wait(timeout=30)
+        if watchdog is not None:  # before the guard closes: it would end a watchdog mid-reap
+            wait_gone([watchdog], EXIT_TIMEOUT_S)
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
@@ -195,7 +201,7 @@ class SandboxUp(Owner):
         self.state_dir = self.workdir / "sb"
         with open(self.log, "ab") as err:
             self.up = subprocess.Popen([sys.executable, "-m", "kfp_ray_sandbox", "up", "--json", "--state-dir", str(self.state_dir)],
-                                       cwd=ROOT, env=env_for(self.tmpdir), stdout=subprocess.PIPE, stderr=err, text=True)
+                                       cwd=ROOT, env=env_for(self.tmpdir, **self.guard), stdout=subprocess.PIPE, stderr=err, text=True)
         self.co = None
 
     def ready(self) -> bool:
@@ -271,7 +277,7 @@ OWNERS = {"sandbox_up": SandboxUp, "pipelines_run": PipelinesRun, "pytest": Pyte
 
 
 @pytest.fixture(scope="module")
-def fleet(request, tmp_path_factory):
+def fleet(request, tmp_path_factory, guard):
     """get(kind, sig) -> an Owner holding running Ray. The owners of one kind that this session's
     tests will signal start together where they may (each spends most of its start waiting),
     and are all ready before the first is signalled, so no start competes with a measured stop."""
@@ -287,7 +293,7 @@ def fleet(request, tmp_path_factory):
             if OWNERS[kind].together:
                 wanted |= {i.callspec.params["sig"] for i in request.session.items
                            if i.module is request.module and i.callspec.params.get("owner") == kind}
-            group = {s: OWNERS[kind](tmp_path_factory.mktemp(f"{kind}-{s}")) for s in sorted(wanted)}
+            group = {s: OWNERS[kind](tmp_path_factory.mktemp(f"{kind}-{s}"), guard.env()) for s in sorted(wanted)}
             for s, owner in group.items():
                 owner.start()
                 started[(kind, s)] = owner
