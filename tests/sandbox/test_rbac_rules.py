@@ -30,7 +30,7 @@ from kubernetes import client as k8s
 from kubernetes import utils
 
 from kfp_ray import kube, lease, rayclusters
-from tests.helpers import raycluster
+from tests.helpers import kube_identity, raycluster
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "deploy" / "rbac-kfp-ray.yaml"
@@ -119,16 +119,6 @@ def applied(box, sbx, tmp_path):
         kube.api_client.cache_clear()
 
 
-@contextlib.contextmanager
-def identity(monkeypatch, kubeconfig: str):
-    monkeypatch.setenv("KUBECONFIG", kubeconfig)
-    kube.api_client.cache_clear()
-    try:
-        yield
-    finally:
-        kube.api_client.cache_clear()
-
-
 def kfp_ray_cli(*args) -> tuple[int, str]:
     """kfp-ray's CLI in this process (the environment's KUBECONFIG): exit code, stdout + stderr."""
     from kfp_ray.pipelines.__main__ import main
@@ -154,7 +144,7 @@ def pairs(rules) -> list[tuple[str, str]]:
     return [(res, v) for r in rules for res in r.resources for v in r.verbs]
 
 
-def test_the_sweeper_role_is_exactly_what_gc_all_namespaces_needs(box, sbx, applied, monkeypatch):
+def test_the_sweeper_role_is_exactly_what_gc_all_namespaces_needs(box, sbx, applied):
     co = k8s.CustomObjectsApi(sbx.api_client())
     made: list[tuple[str, str, str]] = []
 
@@ -193,7 +183,7 @@ def test_the_sweeper_role_is_exactly_what_gc_all_namespaces_needs(box, sbx, appl
         for n, (resource, verb) in enumerate(pairs(shipped)):
             expired_pair(str(n))
             applied.rbac.patch_cluster_role("kfp-ray-sweeper", {"rules": without(shipped, resource, verb)})
-            with identity(monkeypatch, sweeper):
+            with kube_identity(sweeper):
                 code, out = kfp_ray_cli("gc", "--all-namespaces", "--delete", "--timeout", "60")
             assert code == 1, (resource, verb, out)
             said = (rf"may not list {'RayClusters' if resource == 'rayclusters' else 'RayJobs'} \(ray.io\) in all namespaces"
@@ -206,19 +196,19 @@ def test_the_sweeper_role_is_exactly_what_gc_all_namespaces_needs(box, sbx, appl
                 co.delete_namespaced_custom_object("ray.io", "v1", ns, plural, name)
 
 
-def kueue_reads(monkeypatch, box, kubeconfig: str, held: dict) -> dict[str, bool]:
+def kueue_reads(box, kubeconfig: str, held: dict) -> dict[str, bool]:
     """What doctor and the provision task learn from Kueue as this account (and doctor, run by
     an admin, about it)."""
     from kfp_ray import queues
     from kfp_ray.pipelines import doctor
     from kfp_ray.pipelines.__main__ import build_parser
 
-    with identity(monkeypatch, box.info["kubeconfig"]):
+    with kube_identity(box.info["kubeconfig"]):
         d = doctor.Doctor(build_parser().parse_args(["doctor", "--namespace", NS]))
         d.kubernetes()
         d.dspa = DSPA
         finds_default = d.default_queue()
-    with identity(monkeypatch, kubeconfig):
+    with kube_identity(kubeconfig):
         code, out = kfp_ray_cli("doctor")
         with queues.read_once():
             default = queues.resolve_queue(NS, "")
@@ -234,7 +224,7 @@ def kueue_reads(monkeypatch, box, kubeconfig: str, held: dict) -> dict[str, bool
             "provision: why Kueue holds it": "ClusterQueue cluster-queue in use: cpu" in why}
 
 
-def test_the_kueue_readers_are_exactly_what_doctor_and_provision_read(box, sbx, applied, monkeypatch):
+def test_the_kueue_readers_are_exactly_what_doctor_and_provision_read(box, sbx, applied):
     from kfp_ray import tasks
     from kfp_ray.errors import InputError
 
@@ -245,8 +235,8 @@ def test_the_kueue_readers_are_exactly_what_doctor_and_provision_read(box, sbx, 
     runner = applied.kubeconfig(NS, RUNNER)
 
     # As shipped: all of it, and a request beyond the quota is refused before anything is created.
-    assert all(kueue_reads(monkeypatch, box, runner, held).values())
-    with identity(monkeypatch, runner), pytest.raises(InputError, match="nominal quota of 9 cpu"):
+    assert all(kueue_reads(box, runner, held).values())
+    with kube_identity(runner), pytest.raises(InputError, match="nominal quota of 9 cpu"):
         tasks.provision(run_id="rbac-big", task_name="provision-ray-cluster", task_id="7", local_queue="",
                         num_workers=0, head_cpu="10", head_memory="1Gi")
     assert [rc["metadata"]["name"] for rc in co.list_namespaced_custom_object("ray.io", "v1", NS, "rayclusters")["items"]] \
@@ -265,7 +255,7 @@ def test_the_kueue_readers_are_exactly_what_doctor_and_provision_read(box, sbx, 
         else:
             rbac.patch_cluster_role(role.metadata.name, body)
         try:
-            lost = [k for k, ok in kueue_reads(monkeypatch, box, runner, held).items() if not ok]
+            lost = [k for k, ok in kueue_reads(box, runner, held).items() if not ok]
         finally:
             restore = {"rules": role.rules}
             if kind == "Role":
@@ -275,14 +265,14 @@ def test_the_kueue_readers_are_exactly_what_doctor_and_provision_read(box, sbx, 
         assert lost, f"{kind} {role.metadata.name} without {verb} {resource}: nothing lost"
 
 
-def test_doctor_checks_that_pipeline_runner_may_run_rayjobs(box, sbx, applied, monkeypatch):
+def test_doctor_checks_that_pipeline_runner_may_run_rayjobs(box, sbx, applied):
     """lifecycle=rayjob's task creates, reads, renews and deletes a RayJob as pipeline-runner:
     doctor asks for each verb (impersonating the account, as a project admin may)."""
     from kfp_ray.pipelines import doctor
     from kfp_ray.pipelines.__main__ import build_parser
 
     def runner_access():
-        with identity(monkeypatch, box.info["kubeconfig"]):
+        with kube_identity(box.info["kubeconfig"]):
             d = doctor.Doctor(build_parser().parse_args(["doctor", "--namespace", NS]))
             assert d.kubernetes().status == "PASS"
             d.dspa = DSPA

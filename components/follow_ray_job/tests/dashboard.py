@@ -180,7 +180,9 @@ class Dashboard:
                     job, mode = self.jobs.get(job_id), self.mode
                     if job is None:
                         return
-                    if "block" in job:
+                    if mode == "hang":  # a stalled connection delays bytes, never loses them
+                        more = None
+                    elif "block" in job:
                         more = job["block"] if sent < job["repeat"] else b""
                         if more:
                             sent += 1

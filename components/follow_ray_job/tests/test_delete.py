@@ -17,7 +17,8 @@ from tests.helpers import eventually, raycluster
 HOLD = "test.kfp-ray.io/hold"  # a finalizer only the test removes
 
 
-def test_follow_deletes_the_cluster_and_waits_until_it_is_gone(box, sbx, as_pipeline_runner, tmp_path, capsys):
+def test_follow_deletes_the_cluster_and_waits_until_it_is_gone(box, sbx, as_pipeline_runner, dashboard, tmp_path,
+                                                                 capsys):
     sbx.set_faults({"clusters": {"fl-held": {"never_admit": True}}})
     co = k8s.CustomObjectsApi(sbx.api_client())
     body = raycluster("fl-held", workers=0, cpu="100m", memory="256Mi")
@@ -30,11 +31,11 @@ def test_follow_deletes_the_cluster_and_waits_until_it_is_gone(box, sbx, as_pipe
 
     outcome = {}
 
-    dash = Dashboard()  # knows no job: the job is lost, so over
+    # the dashboard knows no job: the job is lost, so over
 
     def follow():
         try:
-            tasks.follow(dash.url, "no-such-job", str(tmp_path / "job.log"), cluster_name="fl-held",
+            tasks.follow(dashboard.url, "no-such-job", str(tmp_path / "job.log"), cluster_name="fl-held",
                          namespace="sandbox", timeout=60)
         except KfpRayError as exc:
             outcome["error"] = exc
@@ -47,7 +48,6 @@ def test_follow_deletes_the_cluster_and_waits_until_it_is_gone(box, sbx, as_pipe
     co.patch_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "fl-held",
                                       {"metadata": {"finalizers": [f for f in rc["metadata"]["finalizers"] if f != HOLD]}})
     t.join(timeout=60)
-    dash.close()
     assert isinstance(outcome.get("error"), JobLost) and get() is None
     out = capsys.readouterr().out
     assert "to be gone" in out and HOLD in out and "deleted RayCluster fl-held" in out

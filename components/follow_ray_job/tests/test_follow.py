@@ -97,11 +97,12 @@ def test_a_large_log_is_streamed_from_ray_once_never_fetched_whole(ray_cluster, 
     monkeypatch.setattr(jobs.RayJobsClient, "logs", whole_log)
     job = submit(ray_cluster, "python -c 'import sys\nfor i in range(10000): sys.stdout.write(f\"{i:08d} \" + \"y\" * 2000 + \"\\n\")'",
                  "large")
-    lines = []
-    result = jobs.follow(ray_cluster.dashboard_url, job, timeout=300, echo=lambda text: lines.append(len(text)),
+    echoed = []
+    result = jobs.follow(ray_cluster.dashboard_url, job, timeout=300, echo=lambda text: echoed.append(len(text) + 1),
                          log_path=str(tmp_path / "job.log"))
     assert result.status == "SUCCEEDED"
     numbers = [int(line[:8]) for line in (tmp_path / "job.log").read_text().splitlines()
                if line[:8].isdigit() and line[8:] == " " + "y" * 2000]
     assert numbers == list(range(10000))
+    assert sum(echoed) == len((tmp_path / "job.log").read_text())  # each line echoed once, as written
     assert len(result.logs) <= jobs.TAIL_CHARS

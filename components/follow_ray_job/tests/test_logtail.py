@@ -12,21 +12,11 @@ import subprocess
 import sys
 import threading
 
-import pytest
-
 from kfp_ray import jobs
-from kfp_ray.components.follow_ray_job.tests.dashboard import Dashboard
 from kfp_ray.logtail import PUMP_BYTES
 from tests.helpers import eventually
 
 FAST = dict(max_poll=0.2, request_timeout=(0.5, 2.0))
-
-
-@pytest.fixture
-def dashboard():
-    d = Dashboard()
-    yield d
-    d.close()
 
 
 _CHILD = """
@@ -94,6 +84,7 @@ def test_a_dropped_log_stream_is_reconnected_without_duplicated_or_lost_lines(da
     dashboard.job("j", "SUCCEEDED", "".join(lines))
     dashboard.serve()
     t.join(30)
+    assert not t.is_alive(), "follow did not end within 30 s"
     assert outcome["result"].status == "SUCCEEDED"
     assert (tmp_path / "job.log").read_text() == "".join(lines)  # each line once, in order
     assert dashboard.seen("GET", "/j/logs") == []
@@ -113,6 +104,7 @@ def test_a_line_is_passed_on_whole_and_redacted_across_messages(dashboard, tmp_p
     eventually(lambda: echoed, 20, what="the first line")
     dashboard.job("p", "SUCCEEDED", "start\nkey=very-secret-key\nKFP_RAY_METRICS {\"acc\": 0.5}\nno newline")
     t.join(30)
+    assert not t.is_alive(), "follow did not end within 30 s"
     text = (tmp_path / "job.log").read_text()
     assert text == "start\nkey=[REDACTED]\nKFP_RAY_METRICS {\"acc\": 0.5}\nno newline"
     assert "very-secret-key" not in "\n".join(echoed) and follower.metrics == {"acc": 0.5}

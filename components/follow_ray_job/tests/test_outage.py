@@ -10,18 +10,10 @@ import threading
 import pytest
 
 from kfp_ray import jobs, wait
-from kfp_ray.components.follow_ray_job.tests.dashboard import Dashboard
 from kfp_ray.errors import AccessDenied, Cancelled, InputError, KfpRayError, Unreachable
 from tests.helpers import eventually
 
 FAST = dict(max_poll=0.2, request_timeout=(0.5, 0.5))
-
-
-@pytest.fixture
-def dashboard():
-    d = Dashboard()
-    yield d
-    d.close()
 
 
 class Run:

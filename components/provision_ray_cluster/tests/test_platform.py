@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 
 from kfp_ray import tasks
 from kfp_ray.errors import AdmissionTimeout, Evicted, PodsFailing, StartupTimeout
-from tests.helpers import eventually, raycluster
+from tests.helpers import FakeClock, eventually, raycluster
 
 SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi", local_queue="local-queue-test")
 # Kueue's waitForPodsReady made short: pods not ready within 2 s are evicted, requeued after 1 s, 2 s, ...
@@ -68,31 +68,34 @@ def test_two_evictions_fail_naming_the_cause_and_the_fix(box, sbx, as_pipeline_r
 def test_an_autoscaler_replica_change_is_not_an_eviction(box, sbx, as_pipeline_runner, capsys):
     """Issue 25 item 8: spec writes that are not suspensions (an autoscaler scaling a worker group
     up and down while the pods start) move the generation; no eviction is counted. The pods never
-    start (no Ray needed): the wait ends at its startup timeout, not at an eviction."""
-    sbx.set_faults({"clusters": {"scaled": {"slow_start": 300}}})
-    done = {}
+    start (no Ray needed): the wait ends at its startup timeout (a fake clock), not at an
+    eviction; the writes land between two of its polls, once it has seen the cluster admitted."""
+    from kfp_ray.readiness import wait_ready
 
-    def provision():
-        try:
-            tasks.provision(run_id="r-scaled", cluster_name="scaled", startup_timeout=8, **SMALL)
-        except Exception as exc:  # noqa: BLE001 - the test looks at it
-            done["error"] = exc
-
-    t = threading.Thread(target=provision, daemon=True)
-    t.start()
-    output = Output(capsys)
-    eventually(lambda: "admitted by Kueue" in output, 60, what="provision to see the cluster admitted")
-    rc = rayclusters(sbx)["scaled"]
-    groups = rc["spec"]["workerGroupSpecs"]
+    sbx.set_faults({"clusters": {"scaled": {"slow_start": 600}}})
     co = k8s.CustomObjectsApi(sbx.api_client())
-    for replicas in (1, 0):  # the autoscaler scales up, then down: two spec writes
-        groups[0]["replicas"] = replicas
-        co.patch_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "scaled",
-                                          {"spec": {"workerGroupSpecs": groups}})
-    assert rayclusters(sbx)["scaled"]["metadata"]["generation"] >= rc["metadata"]["generation"] + 2
-    t.join(60)
-    assert isinstance(done.get("error"), StartupTimeout), done
-    out = output.text + capsys.readouterr().out
+    co.create_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters",
+                                       raycluster("scaled", workers=1, cpu="100m", memory="256Mi"))
+    eventually(lambda: not rayclusters(sbx)["scaled"]["spec"].get("suspend"), 60, what="Kueue to admit scaled")
+    clock, generations = FakeClock(), []
+
+    def sleep(seconds):
+        if not generations:  # the first pause of the starting phase: the autoscaler writes twice
+            rc = rayclusters(sbx)["scaled"]
+            groups = rc["spec"]["workerGroupSpecs"]
+            for replicas in (2, 1):
+                groups[0]["replicas"] = replicas
+                co.patch_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "scaled",
+                                                  {"spec": {"workerGroupSpecs": groups}})
+            generations.append((rc["metadata"]["generation"], rayclusters(sbx)["scaled"]["metadata"]["generation"]))
+        clock.sleep(seconds)
+
+    with pytest.raises(StartupTimeout):
+        wait_ready("scaled", "sandbox", "local-queue-test", admission_timeout=600, startup_timeout=60,
+                   clock=clock, sleep=sleep)
+    [(before, after)] = generations
+    assert after >= before + 2  # two spec writes the wait went on polling through
+    out = capsys.readouterr().out
     assert "evict" not in out.lower(), out
 
 

@@ -10,7 +10,7 @@ from kubernetes import client as k8s
 
 from kfp_ray import tasks
 from kfp_ray.errors import InputError
-from tests.helpers import FakeClock, eventually, raycluster
+from tests.helpers import FakeClock, eventually, kube_identity, raycluster
 
 COMPONENT = "kfp_ray.components.provision_ray_cluster.component:provision_ray_cluster"
 SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi")
@@ -261,12 +261,11 @@ def test_waiting_polls_lightly_queued_and_starting(box, sbx, as_pipeline_runner)
 
 
 def test_a_queue_that_does_not_exist_looks_full_to_pipeline_runner_and_the_first_queued_line_says_so(
-        box, sbx, monkeypatch, capsys):
+        box, sbx, capsys):
     """The seeds' project has no LocalQueue `default`: a run without local_queue, provisioned as
     pipeline-runner (no Kueue access), waits in it. Kueue's reason cannot be read, so from the
     first queued line the task says a missing queue and a full one look the same, and how to
     tell; where Kueue is readable its own reason is shown instead."""
-    from kfp_ray import kube
     from kfp_ray.errors import AdmissionTimeout
     from kfp_ray.readiness import wait_ready
 
@@ -275,12 +274,7 @@ def test_a_queue_that_does_not_exist_looks_full_to_pipeline_runner_and_the_first
                                                              queue="default"))
     eventually(lambda: quota_reserved(sbx, "no-queue") or rayclusters(sbx)["no-queue"]["spec"].get("suspend"), 30,
                what="Kueue to hold no-queue")
-    def as_identity(kubeconfig):
-        monkeypatch.setenv("KUBECONFIG", kubeconfig)
-        kube.api_client.cache_clear()
-
-    try:
-        as_identity(box.info["kubeconfig_pipeline_runner"])
+    with kube_identity(box.info["kubeconfig_pipeline_runner"]):
         t = FakeClock()
         with pytest.raises(AdmissionTimeout) as exc:
             wait_ready("no-queue", "sandbox", "default", admission_timeout=90, startup_timeout=5, clock=t, sleep=t.sleep)
@@ -293,12 +287,10 @@ def test_a_queue_that_does_not_exist_looks_full_to_pipeline_runner_and_the_first
         assert all(line.endswith("a missing LocalQueue would look the same (see above)") for line in queued[1:])
         assert "may not read Kueue, so it cannot tell a LocalQueue that does not exist from a full one" in str(exc.value)
 
-        as_identity(box.info["kubeconfig"])  # may read Kueue: its reason, no guess
+    with kube_identity(box.info["kubeconfig"]):  # may read Kueue: its reason, no guess
         t = FakeClock()
         with pytest.raises(AdmissionTimeout) as exc:
             wait_ready("no-queue", "sandbox", "default", admission_timeout=10, startup_timeout=5, clock=t, sleep=t.sleep)
         queued = [line for line in capsys.readouterr().out.splitlines() if "queued: waiting for Kueue admission" in line]
         assert "Kueue: LocalQueue default doesn't exist" in queued[0] and "look the same" not in queued[0]
         assert "cannot tell" not in str(exc.value)
-    finally:
-        kube.api_client.cache_clear()
