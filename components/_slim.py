@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import functools
 import inspect
 import io
 import lzma
@@ -92,7 +93,7 @@ def _key(part: ast.AST) -> tuple:
     return type(part).__name__, getattr(part, "lineno", 0), getattr(part, "col_offset", 0)
 
 
-def _units(stmt: ast.stmt, module: str, modules: set[str]) -> list[tuple[set[str], ast.AST]]:
+def _units(stmt: ast.stmt) -> list[tuple[set[str], ast.AST]]:
     """What a statement binds, as (names, the part that binds them): a part is kept when one
     of its names is used; no names: always kept. An import binds each of its names apart (an
     unused one is dropped, and with it, for a runtime module, maybe the module; the runtime
@@ -113,12 +114,12 @@ def _shakes_methods(cls: ast.ClassDef) -> bool:
     return all(isinstance(b, ast.Name) for b in cls.bases)
 
 
-def _parts(tree: ast.Module, module: str, modules: set[str]):
+def _parts(tree: ast.Module):
     """(the class it sits in or None, names it binds, part, its statement) for every
     top-level part and every method of a class whose methods may go. A dunder method binds
     nothing (always kept with its class)."""
     for stmt in tree.body:
-        for binds, part in _units(stmt, module, modules):
+        for binds, part in _units(stmt):
             yield None, binds, part, stmt
         if isinstance(stmt, ast.ClassDef) and _shakes_methods(stmt):
             for inner in stmt.body:
@@ -126,7 +127,7 @@ def _parts(tree: ast.Module, module: str, modules: set[str]):
                     yield stmt, {inner.name}, inner, inner
 
 
-def _own_identifiers(part: ast.AST, module: str, modules: set[str]) -> set[str]:
+def _own_identifiers(part: ast.AST) -> set[str]:
     """The names a kept part uses; a class's methods that may go count apart."""
     if isinstance(part, ast.ClassDef) and _shakes_methods(part):
         skip = {id(m) for m in part.body
@@ -150,7 +151,7 @@ def select(func_source: str, source_dir: Path) -> dict[str, set[tuple]]:
     used = _identifiers(root) | ALWAYS
     todo = _imported_modules(root, "", names) | {PACKAGE}
     kept: dict[str, set[tuple]] = {}
-    parts = {m: list(_parts(tree, m, names)) for m, (_, tree) in modules.items()}
+    parts = {m: list(_parts(tree)) for m, (_, tree) in modules.items()}
     changed = True
     while changed:
         changed = False
@@ -160,7 +161,7 @@ def select(func_source: str, source_dir: Path) -> dict[str, set[tuple]]:
                 if _key(part) in have or (binds and not binds & used) or (parent and _key(parent) not in have):
                     continue
                 have.add(_key(part))
-                used |= _own_identifiers(part, module, names)
+                used |= _own_identifiers(part)
                 if isinstance(part, ast.alias):  # one name of a runtime import
                     stmt = (ast.ImportFrom(module=stmt.module, names=[part], level=stmt.level)
                             if isinstance(stmt, ast.ImportFrom) else ast.Import(names=[part]))
@@ -171,10 +172,9 @@ def select(func_source: str, source_dir: Path) -> dict[str, set[tuple]]:
     return kept
 
 
-def strip(text: str, keep: set[tuple] | None = None, module: str = PACKAGE, modules: frozenset[str] = frozenset(),
-          minify: bool = True) -> str:
+def strip(text: str, keep: set[tuple] | None = None, minify: bool = True) -> str:
     """`text` without comments, docstrings and (if `keep` is given: select's keys for this
-    `module`) the parts not kept; every removed line stays as an empty line. `minify`: also
+    module) the parts not kept; every removed line stays as an empty line. `minify`: also
     without argument annotations, indented by one space (not for a component's function:
     kfp reads its annotations)."""
     lines = text.splitlines()
@@ -204,7 +204,7 @@ def strip(text: str, keep: set[tuple] | None = None, module: str = PACKAGE, modu
         blank(first, last, head + "pass" if len(body) == 1 else "")
     if keep is not None:
         by_stmt: dict[int, list] = {}
-        for parent, _, part, stmt in _parts(tree, module, modules):
+        for parent, _, part, stmt in _parts(tree):
             by_stmt.setdefault(id(stmt), [stmt, parent, []])[2].append(part)
         for stmt, parent, parts in by_stmt.values():
             alive = [p for p in parts if _key(p) in keep]
@@ -295,14 +295,14 @@ def function_source(func) -> str:
     return textwrap.dedent(inspect.getsource(func))
 
 
+@functools.cache
 def runtime_files(func, source_dir: Path) -> dict[str, str]:
-    """Archive path -> text of the slim runtime `func` needs."""
+    """Archive path -> text of the slim runtime `func` needs. Cached: a component's variants
+    (`*_with_code`) wrap the same function, and a compile builds each several times."""
     out = {}
-    selected = select(function_source(func), source_dir)
-    modules = frozenset(_read_modules(source_dir))
-    for module, parts in selected.items():
+    for module, parts in select(function_source(func), source_dir).items():
         stem = "__init__" if module == PACKAGE else module.rsplit(".", 1)[1]
-        out[f"{PACKAGE}/{stem}.py"] = strip((source_dir / f"{stem}.py").read_text(), parts, module, modules)
+        out[f"{PACKAGE}/{stem}.py"] = strip((source_dir / f"{stem}.py").read_text(), parts)
     return out
 
 

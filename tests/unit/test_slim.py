@@ -142,9 +142,7 @@ def fake_runtime(tmp_path: Path, modules: dict[str, str]) -> Path:
 def keep(tmp_path, modules, func_source) -> dict[str, str]:
     root = fake_runtime(tmp_path, modules)
     selected = _slim.select(func_source, root)
-    names = frozenset(["kfp_ray"] + [f"kfp_ray.{m}" for m in modules])
-    return {m: _slim.strip((root / f"{m.rsplit('.', 1)[-1] if m != 'kfp_ray' else '__init__'}.py").read_text(),
-                           parts, m, names)
+    return {m: _slim.strip((root / f"{m.rsplit('.', 1)[-1] if m != 'kfp_ray' else '__init__'}.py").read_text(), parts)
             for m, parts in selected.items()}
 
 
