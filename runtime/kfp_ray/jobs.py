@@ -372,7 +372,7 @@ class Follower:
                 self._log_file = open(log_path, "w")  # noqa: SIM115 - closed by close()
             except OSError as exc:
                 log(f"could not write the job log to {log_path}: {exc}")
-        self.logs = ""  # the whole log, or its last TAIL_CHARS with log_path
+        self.logs = ""  # the whole log (redacted), or its last TAIL_CHARS with log_path
         self.log_chars = 0  # characters of the log passed on so far
         self.metrics: dict[str, float] = {}
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -383,7 +383,7 @@ class Follower:
         self.started_at = None  # the job's start_time as first seen: another one is another run of it
 
     # --- the log -------------------------------------------------------------------
-    def _read_log(self, final: bool = False) -> None:
+    def _read_log(self) -> None:
         """Pass on what the log stream has brought since the last read (see logtail.py)."""
         chunks, self.more = self.tail.read()
         self._feed(chunks)
@@ -457,7 +457,7 @@ class Follower:
                 log(f"could not write the job log to {self.log_path}: {exc}")
                 self._log_file.close()
                 self._log_file = None
-        self.logs = (self.logs + text)[-TAIL_CHARS:] if self.log_path else self.logs + text
+        self.logs = (self.logs + shown)[-TAIL_CHARS:] if self.log_path else self.logs + shown
 
     def _take(self, text: str) -> None:
         """Pass on what a whole log read at once (the Job API's /logs) has beyond what was
@@ -576,7 +576,7 @@ class Follower:
         start, end = info.get("start_time"), info.get("end_time")
         duration = (end - start) / 1000.0 if start and end else self.clock() - started
         result = JobResult(self.job_id, info["status"], info.get("message") or "", round(duration, 3),
-                           redact(self.logs), dict(self.metrics))
+                           self.logs, dict(self.metrics))  # redacted as it was read (_emit)
         if result.status != "SUCCEEDED":
             raise JobFailed(f"Ray job {self.job_id} {result.status}: {redact(result.message)}\n"
                             f"--- last log lines ---\n{_tail(result.logs)}")

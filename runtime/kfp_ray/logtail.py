@@ -52,17 +52,18 @@ class LogTail:
             # more than the rest of the read.
             ws = websocket.create_connection(self.ws_url, timeout=self.timeout[0], skip_utf8_validation=True)
         except websocket.WebSocketBadStatusException as exc:
+            from .jobs import FIX_URL
+
             status = exc.status_code
             if status in (401, 403):
                 raise AccessDenied(f"the Ray dashboard answered {status} to the log stream of job {self.job_id} "
-                                   f"({self.ws_url}): something in front of it asks for credentials. Fix: wire "
-                                   "provision_ray_cluster's dashboard_url output (the head Service, no proxy)",
+                                   f"({self.ws_url}): something in front of it asks for credentials. Fix: {FIX_URL}",
                                    status) from None
             if status == 404 or status >= 500:  # the status poll says whether the job is lost
                 raise ConnectionError(f"the log stream answered {status}") from None
             raise KfpRayError(f"the Ray dashboard answered {status} to the log stream of job {self.job_id} "
                               f"({self.ws_url}) instead of a websocket: dashboard_url may point at a proxy or "
-                              "another service. Fix: wire provision_ray_cluster's dashboard_url output") from None
+                              f"another service. Fix: {FIX_URL}") from None
         ws.settimeout(self.timeout[1])
         self._ws, self._skip, self.dropped = ws, self.received, None
         self.connects += 1

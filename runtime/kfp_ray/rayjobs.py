@@ -47,7 +47,7 @@ from .rayclusters import GROUP, RAYJOB, VERSION, age_seconds, being_deleted, get
 from .readiness import PODS_EVERY, ClusterTarget, wait_ready
 from .signals import cleanup_deadline, sigterm_raises
 from .validate import Checker
-from .wait import Backoff, beat, echo, first_line, log
+from .wait import Backoff, beat, first_line, log
 
 MODES = ("K8sJobMode", "HTTPMode")
 # KubeRay's default submitter pod (common/job.go GetDefaultSubmitterTemplate, v1.4.2); Kueue
@@ -249,7 +249,7 @@ class RayJobFollower(jobs.Follower):
                 "message": message, "start_time": _epoch_ms(times.get("startTime")),
                 "end_time": _epoch_ms(times.get("endTime"))}
 
-    def run(self):
+    def _run(self):  # jobs.Follower.run closes the log stream and file whatever happens
         started = self.clock()
         backoff = Backoff(0.2, 1.5, self.max_poll)
         last_status, checked = None, -CHECK_EVERY
@@ -282,24 +282,23 @@ class RayJobFollower(jobs.Follower):
                         break
             if self.clock() - started > self.timeout:
                 raise self._timed_out()
-            self.sleep(backoff.next() if info is not None else self.outage.pause())
+            if info is None:
+                self.sleep(self.outage.pause())
+            elif not self.more:  # more log waiting: read on at once (KubeRay and the status are checked first)
+                self.sleep(backoff.next())
         return self._result(started)
 
     def _final_log_or_submitter(self) -> None:
         try:
             self._take(jobs.RayJobsClient(self.url, timeout=self.request_timeout, attempts=2).logs(self.job_id) or self.logs)
         except Exception:  # noqa: BLE001 - the cluster is gone: the submitter pod's log has the job's
-            text = submitter_log(self.rayjob, self.ns)
-            if len(text) > len(self.logs):
-                self._take(text)
+            self._take(submitter_log(self.rayjob, self.ns))  # what it has beyond what was streamed
 
 
 def _epoch_ms(ts: str | None) -> int | None:
     """KubeRay's rayJobInfo times (RFC 3339) as the dashboard gives them (ms since the epoch)."""
-    from datetime import datetime
-
     try:
-        return int(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000) if ts else None
+        return int(lease.parse(ts).timestamp() * 1000) if ts else None
     except ValueError:
         return None
 
@@ -354,11 +353,12 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
         ttl_seconds_after_finished: int, derived_name: bool, lease_seconds: float,
         renew_every_seconds: float, max_poll_seconds: float = jobs.MAX_POLL,
         outage_tolerance_seconds: float = jobs.OUTAGE_TOLERANCE, image_pull_grace: float | None = None,
-        write_log=None) -> Ran:
+        log_path: str | None = None) -> Ran:
     """Create (or adopt) the RayJob, wait for admission and pods, upload the code, follow the
     job to its end, then delete the RayJob (KubeRay's cluster with it) and wait until both
     are gone. On any failure the RayJob is deleted before raising; on SIGTERM the job's stop
-    and the RayJob's deletion are requested at once and awaited within the grace period."""
+    and the RayJob's deletion are requested at once and awaited within the grace period. The
+    job's log streams into log_path (redacted) as it is read."""
     deadline_s = int(startup_timeout + job_timeout)
     cluster.check_namespace(spec)
     cluster.check_data_connection(spec)
@@ -399,13 +399,10 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
                     if package:
                         jobs.RayJobsClient(url).upload_package(package[0], package[1], "of the job")
                 follower = RayJobFollower(spec.name, spec.namespace, url, status(rj).get("jobId") or job_id,
-                                          timeout=deadline_s + 60, max_poll=max_poll_seconds, echo=echo,
-                                          outage_tolerance=outage_tolerance_seconds, heartbeat=renewer)
-                try:
-                    result = follower.run()
-                finally:
-                    if write_log:
-                        write_log(follower.logs)
+                                          timeout=deadline_s + 60, max_poll=max_poll_seconds,
+                                          outage_tolerance=outage_tolerance_seconds, heartbeat=renewer,
+                                          log_path=log_path)
+                result = follower.run()
                 result.teardown_seconds = _delete_after_success(spec, creation)
                 return Ran(spec.name, spec.namespace, cluster_name, waited.queued_seconds, waited.starting_seconds,
                            result)

@@ -174,14 +174,17 @@ class _Wait:
             if self.requeue_baseline is None:
                 ev = self.kueue.eviction(rc)
                 self.requeue_baseline = ev.requeues if ev else 0
-            event = self.admissions.observe(rc) or self.kueue_readmitted(rc, now)
+            event, record = self.admissions.observe(rc), None
+            if event is None:
+                record = self.kueue_readmitted(rc, now)
+                event = "readmitted" if record else None
             if event == "admitted":
                 log(f"admitted by Kueue after {self.spent['queued']:.1f}s queued; starting pods")
                 self.phase, backoff = "starting", Backoff(STARTING_POLL_CAP, 1.0, STARTING_POLL_CAP,
                                                           later=(STARTING_FAST_S, SLOW_POLL_CAP))
                 self.pods_listed = now  # the first look at the pods after PODS_EVERY
             elif event in ("evicted", "readmitted"):
-                self.evicted(rc, readmitted=event == "readmitted")
+                self.evicted(rc, readmitted=event == "readmitted", ev=record)
                 if event == "evicted":
                     self.phase, backoff = "queued", Backoff(0.25, 1.5, QUEUED_POLL_CAP)
                     self.last_progress = -PROGRESS_EVERY
@@ -197,8 +200,8 @@ class _Wait:
                 raise self.timed_out()
             self.sleep(min(backoff.next(), left))
 
-    def kueue_readmitted(self, rc: dict, now: float) -> str | None:
-        """'readmitted' when Kueue's own record (where this service account may read it) has
+    def kueue_readmitted(self, rc: dict, now: float):
+        """The Workload's eviction record (queues.Eviction) when Kueue's own record (where this service account may read it) has
         more evictions, all over, than the RayCluster showed: one that began and ended
         between two polls. Only for a cluster without KubeRay's suspension conditions (they
         are the witness where present: two witnesses of one eviction, seen at different
@@ -208,9 +211,11 @@ class _Wait:
             return None
         self.kueue_read = now
         ev = self.kueue.eviction(rc)
-        if ev and not ev.ongoing and ev.requeues - (self.requeue_baseline or 0) > self.admissions.evictions:
-            return "readmitted"
-        return None
+        return ev if ev and not ev.ongoing and self._new_requeues(ev) else None
+
+    def _new_requeues(self, ev) -> bool:
+        """Kueue counted more requeues since this wait began than the evictions seen."""
+        return ev.requeues - (self.requeue_baseline or 0) > self.admissions.evictions
 
     # --- phases --------------------------------------------------------------------
     def queued(self, rc: dict, now: float) -> None:
@@ -280,9 +285,10 @@ class _Wait:
             return ""
         return redact(text or "")
 
-    def evicted(self, rc: dict, readmitted: bool) -> None:
-        ev = self.kueue.eviction(rc)
-        if ev and ev.requeues - (self.requeue_baseline or 0) > self.admissions.evictions:
+    def evicted(self, rc: dict, readmitted: bool, ev=None) -> None:
+        """`ev`: the Workload's record when the caller has just read it."""
+        ev = ev or self.kueue.eviction(rc)
+        if ev and self._new_requeues(ev):
             self.admissions.evictions = ev.requeues - (self.requeue_baseline or 0)
         count = self.admissions.evictions
         if ev and ev.reason:

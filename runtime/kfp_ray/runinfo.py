@@ -15,16 +15,24 @@ _RAY_TAG = re.compile(r"(?:^|/)ray(?:-[\w.-]+)?:(\d+\.\d+\.\d+)(?:\b|-)")
 UI_ROUTE_PREFIX = "ds-pipeline-ui-"  # the DSPA's KFP UI Route, when its mlpipelineUI is deployed
 
 
-def task_timeline(run_id: str, namespace: str = ""):
-    """(phases, started_at, why not): the run's tasks at their real start and end times, from
-    the run's task pods (label pipeline/runid); this task's own pod runs until now."""
+def task_pods(run_id: str, namespace: str = "") -> tuple[list, str]:
+    """(the run's task pods (postmortem.TaskPod), why they could not be read or "")."""
     from . import kube, postmortem
 
     try:
-        ns = namespace or kube.current_namespace()
-        pods = postmortem.task_pods(run_id, ns)
+        return postmortem.task_pods(run_id, namespace or kube.current_namespace()), ""
     except Exception as exc:  # noqa: BLE001 - the report is best effort
-        return [], None, f"the run's task pods could not be read ({type(exc).__name__}: {first_line(exc)[:200]})"
+        return [], f"the run's task pods could not be read ({type(exc).__name__}: {first_line(exc)[:200]})"
+
+
+def task_timeline(run_id: str, namespace: str = ""):
+    """(phases, started_at, why not): the run's tasks at their real start and end times, from
+    the run's task pods (label pipeline/runid); this task's own pod runs until now."""
+    from . import postmortem
+
+    pods, why = task_pods(run_id, namespace)
+    if why:
+        return [], None, why
     phases = postmortem.timeline(pods, now=datetime.now(UTC))
     if not phases:
         return [], None, f"no task pod of run {run_id} was found (label pipeline/runid)"

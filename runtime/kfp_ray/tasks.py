@@ -14,7 +14,7 @@ from . import cluster, jobs, kube, lease, rayclusters
 from .errors import Cancelled, InputError, InputErrors, JobFailed, JobLost, JobTimeout
 from .signals import cleanup_deadline, sigterm_raises
 from .validate import Checker, derive_cluster_name, label_value, task_identity
-from .wait import Backoff, Outage, beat, combine, echo, first_line, is_transient, log
+from .wait import Backoff, Outage, beat, combine, first_line, is_transient, log
 
 
 def _namespace(namespace: str) -> str:
@@ -79,15 +79,11 @@ def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str = "submit
     if renewer is not None:
         renewer.hand_off()
     try:
-        job_id = jobs.submit(dashboard_url, entrypoint, run_id, task, working_dir, embedded_root, pip, env_vars,
-                             metadata, requirements_file)
-    except Exception:
+        return jobs.submit(dashboard_url, entrypoint, run_id, task, working_dir, embedded_root, pip, env_vars,
+                           metadata, requirements_file)
+    finally:  # to follow, or on a failure to a retry of this task or the exit handler's teardown
         if renewer is not None:
-            renewer.hand_off()  # to a retry of this task, or to the exit handler's teardown
-        raise
-    if renewer is not None:
-        renewer.hand_off()
-    return job_id
+            renewer.hand_off()
 
 
 def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "", namespace: str = "",
@@ -117,7 +113,7 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
     _check_cluster_exists(cluster_name, namespace, job_id)
     renewer = _renewer(cluster_name, namespace, lease_seconds, renew_every_seconds)
     # The log streams into log_path as it is read (redacted), whatever happens.
-    follower = jobs.Follower(dashboard_url, job_id, timeout, max_poll=max_poll_seconds, echo=echo,
+    follower = jobs.Follower(dashboard_url, job_id, timeout, max_poll=max_poll_seconds,
                              outage_tolerance=outage_tolerance_seconds, heartbeat=combine(renewer, heartbeat),
                              log_path=log_path)
     with sigterm_raises():
@@ -391,15 +387,11 @@ def run_job(run_id: str, entrypoint: str, task_name: str = "", task_id: str = ""
     uri, data = jobs.package_working_dir(working_dir, embedded_root)
     runtime_env = jobs.build_runtime_env(uri, pip, env_vars)
 
-    def write_log(text: str) -> None:
-        if log_path:
-            _write_log(log_path, text)
-
     ran = rayjobs.run(spec, entrypoint, runtime_env, (uri, data) if data is not None else None,
                       jobs.submission_id(run_id, task_identity(task_name or "", task_id or "") or "run-ray-job"),
                       submission_mode, admission_timeout, startup_timeout, job_timeout, ttl_seconds_after_finished,
                       derived, lease_seconds, renew_every_seconds, max_poll_seconds, outage_tolerance_seconds,
-                      image_pull_grace, write_log)
+                      image_pull_grace, log_path or None)
     return ran
 
 
@@ -488,15 +480,11 @@ def report_run(run_id: str, title: str = "Ray training run", namespace: str = ""
     why). Never raises."""
     from datetime import datetime
 
-    from . import postmortem
+    from . import postmortem, runinfo
     from . import report as html
 
-    pods: list = []
-    problem = ""
-    try:
-        pods = postmortem.task_pods(run_id, _namespace(namespace))
-    except Exception as exc:  # noqa: BLE001 - the report is best effort
-        problem = f"The run's task pods could not be read ({type(exc).__name__}: {first_line(exc)})."
+    pods, problem = runinfo.task_pods(run_id, _namespace(namespace))
+    problem = f"{problem[:1].upper()}{problem[1:]}." if problem else ""
     failed = [p for p in pods if p.failed and not p.cancelled]
     stopped = [p for p in pods if p.cancelled]
     others = [p for p in pods if p.phase not in ("Running", "Pending")]  # this task's own pod is running

@@ -426,7 +426,7 @@ def test_kueues_record_counts_an_eviction_missed_between_polls_only_without_kube
     assert w.kueue_readmitted(bare, PODS_EVERY) is None  # evicted now: the RayCluster shows it (suspended)
     w.kueue.record = Eviction("PodsReadyTimeout", "Previously: Exceeded the PodsReady timeout", 1, "", False)
     assert w.kueue_readmitted(bare, PODS_EVERY + 1) is None  # read every PODS_EVERY only
-    assert w.kueue_readmitted(bare, 2 * PODS_EVERY) == "readmitted"
+    assert w.kueue_readmitted(bare, 2 * PODS_EVERY) is w.kueue.record  # readmitted: the record that says so
     w.admissions.evictions = 1
     assert w.kueue_readmitted(bare, 3 * PODS_EVERY) is None  # already counted
     w.admissions.evictions = 0
