@@ -13,21 +13,13 @@ class UsageError(Exception):
 
 
 def pipeline_inputs(name: str) -> dict[str, dict]:
-    """The pipeline's parameters: name -> {type, default?}, from its compiled spec."""
-    pipeline = registry.load(name)
-    spec = pipeline.pipeline_spec.root.input_definitions.parameters
-    out = {}
-    for key, p in spec.items():
-        entry = {"type": p.parameter_type}
-        if p.HasField("default_value"):
-            from google.protobuf import json_format
+    """The shipped pipeline's parameters (package.Package.inputs()), read from compiled/NAME.yaml:
+    what `run --local` sends (building the pipeline in Python would take seconds)."""
+    from .package import Package, read
 
-            entry["default"] = json_format.MessageToDict(p.default_value)
-        out[key] = entry
-    return out
-
-
-_TYPES = {1: "float", 2: "int", 3: "str", 4: "bool", 5: "list", 6: "dict"}  # pipeline_spec ParameterType
+    need_pipeline(name)
+    path = registry.compiled_path(name)
+    return Package(name, path, read(path, "compiled/")).inputs()
 
 
 def parse_params(name: str, pairs: list[str], inputs: dict[str, dict] | None = None) -> dict:
@@ -41,7 +33,7 @@ def parse_params(name: str, pairs: list[str], inputs: dict[str, dict] | None = N
         key, value = pair.split("=", 1)
         if key not in inputs:
             raise UsageError(f"--param {key}: {name} has no such parameter; it has: {', '.join(sorted(inputs))}")
-        kind = inputs[key].get("kind") or _TYPES.get(inputs[key].get("type"), "str")
+        kind = inputs[key]["kind"]
         try:
             if kind == "int":
                 out[key] = int(value)

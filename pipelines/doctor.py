@@ -22,10 +22,11 @@ import argparse
 from dataclasses import dataclass
 
 from kfp_ray.diagnose import condition
+from kfp_ray.queues import DEFAULT_QUEUE_NAME as NAMED_DEFAULT
+from kfp_ray.queues import default_queue
 
 from . import connection
 from .connection import kubeconfig_path
-from .queue_default import default_of
 
 TIMEOUT = (5.0, 30.0)
 DATA_CONNECTION = "aws-connection-minio"  # the pipelines' default `data_connection`
@@ -41,7 +42,6 @@ APIS = [  # name, group, version, resources, fix
      "puts the Ray dashboard behind OAuth and the Ray client port behind mTLS)"),
 ]
 DEFAULT_QUEUE = "kueue.x-k8s.io/default-queue"
-NAMED_DEFAULT = "default"
 
 
 @dataclass
@@ -160,7 +160,7 @@ class Doctor:
             if not name:
                 queues = self._queues(co)
                 named = {q["metadata"]["name"]: q for q in queues}
-                name = default_of(queues) or ""  # as run/submit/schedule choose it
+                name = default_queue(queues) or ""  # as run/submit/schedule choose it
                 if not name:
                     return Check("LocalQueue", "FAIL", f"namespace {self.ns} has no default LocalQueue"
                                  + (f" (it has {', '.join(sorted(named))})" if named else " (it has none)"),
@@ -206,7 +206,7 @@ class Doctor:
         if any(q["metadata"]["name"] == NAMED_DEFAULT for q in queues):
             return Check(name, "PASS", f"LocalQueue {NAMED_DEFAULT} exists: a run without local_queue uses it")
         runner = self._runner_may("kueue.x-k8s.io", "localqueues", "list")
-        found = default_of(queues)
+        found = default_queue(queues)
         if runner and found:
             return Check(name, "PASS", f"no LocalQueue {NAMED_DEFAULT}, but pipeline-runner may list LocalQueues: a run "
                                        f"without local_queue finds {found}")

@@ -13,23 +13,17 @@ from __future__ import annotations
 
 import sys
 
+from kfp_ray.queues import DEFAULT_QUEUE_ANNOTATION as ANNOTATION
+from kfp_ray.queues import DEFAULT_QUEUE_NAME as NAMED  # Kueue's LocalQueueDefaulting's, the task's guess
+from kfp_ray.queues import annotated_default, default_queue
+
 from .cli_args import UsageError
 
-ANNOTATION = "kueue.x-k8s.io/default-queue"
-NAMED = "default"  # what Kueue's LocalQueueDefaulting uses, and what the task guesses
 TIMEOUT = (5.0, 30.0)
 
 
 class NoDefaultQueue(UsageError):
     """The project has no default LocalQueue: a run without local_queue could never start."""
-
-
-def default_of(queues: list[dict]) -> str | None:
-    """The annotated LocalQueue (the first by name if several are), else the one named `default`."""
-    annotated = sorted(q["metadata"]["name"] for q in queues if _annotated(queues, q["metadata"]["name"]))
-    if annotated:
-        return annotated[0]
-    return NAMED if any(q["metadata"]["name"] == NAMED for q in queues) else None
 
 
 def with_default_queue(params: dict, inputs, namespace: str | None = None, api_client=None, out=None) -> dict:
@@ -62,17 +56,13 @@ def with_default_queue(params: dict, inputs, namespace: str | None = None, api_c
               f"LocalQueue named {NAMED!r}; if there is none, pass --param local_queue=<name> "
               "(`oc get localqueues`)", file=out, flush=True)
         return params
-    name = default_of(queues)
+    name = default_queue(queues)
     if name is None:
         have = ", ".join(sorted(q["metadata"]["name"] for q in queues)) or "none"
         raise NoDefaultQueue(f"local_queue not given and namespace {namespace} has no default LocalQueue (none annotated "
                              f"{ANNOTATION}=true, none named {NAMED!r}); pass --param local_queue=<name> (it has: {have})")
-    how = f"annotated {ANNOTATION}=true" if _annotated(queues, name) else f"named {NAMED!r}"
+    how = f"annotated {ANNOTATION}=true" if annotated_default(queues, name) else f"named {NAMED!r}"
     print(f"==> local_queue={name}: the default LocalQueue of {namespace} ({how}), passed to the run because its "
           "tasks' service account may not read Kueue", file=out, flush=True)
     return {**params, "local_queue": name}
 
-
-def _annotated(queues: list[dict], name: str) -> bool:
-    return any(q["metadata"]["name"] == name and
-               str((q["metadata"].get("annotations") or {}).get(ANNOTATION, "")).lower() == "true" for q in queues)

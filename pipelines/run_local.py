@@ -42,10 +42,11 @@ def cmd_run(args) -> int:
     need_pipeline(args.name)
     if not args.local:
         raise UsageError("only --local runs are supported by `run`; use `submit` for a cluster")
-    params = parse_params(args.name, args.param or [])
     compiled = registry.compiled_path(args.name)
     if not compiled.exists():
         raise UsageError(f"{compiled} is missing: run `kfp-ray compile` first")
+    inputs = pipeline_inputs(args.name)
+    params = parse_params(args.name, args.param or [], inputs)
     from kfp_ray_sandbox import Sandbox
     from kfp_ray_sandbox.reaper import owned_tempdir, sigterm_as_interrupt
 
@@ -54,10 +55,10 @@ def cmd_run(args) -> int:
     # SIGTERM unwinds like Ctrl-C; the sandbox's watchdog stops its pods (the tasks, the Ray
     # nodes) and removes its temp dirs if this process dies however it dies
     with sigterm_as_interrupt(), Sandbox() as box, owned_tempdir(box.watchdog):
-        return _run(args, box, compiled, params, started)
+        return _run(args, box, compiled, params, inputs, started)
 
 
-def _run(args, box, compiled: Path, params: dict, started: float) -> int:
+def _run(args, box, compiled: Path, params: dict, inputs: dict, started: float) -> int:
     from kubernetes import client as k8s
 
     from kfp_ray_sandbox.client import SandboxClient
@@ -67,7 +68,7 @@ def _run(args, box, compiled: Path, params: dict, started: float) -> int:
 
     sbx = SandboxClient(box.info)
     # the user's credentials (the sandbox's admin) find the default queue pipeline-runner cannot
-    params = with_default_queue(params, pipeline_inputs(args.name), box.info["namespace"], sbx.api_client())
+    params = with_default_queue(params, inputs, box.info["namespace"], sbx.api_client())
     conn = Connection(box.info["pipelines_api"], sbx.token(), box.info["ca_file"], "the sandbox")
     connection.check(conn)
     client = conn.client()

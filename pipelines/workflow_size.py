@@ -136,10 +136,11 @@ def executor_figures(ir: dict) -> dict[str, ExecutorFigures]:
     return out
 
 
-def workflow_bytes(ir: dict, platform: dict | None = None) -> int:
+def workflow_bytes(ir: dict, platform: dict | None = None, figures: dict[str, ExecutorFigures] | None = None) -> int:
     """The Workflow KFP 2.14.3 would create for this pipeline, with the status of every node
-    after a run that took its largest branch of each If/Elif/Else (one attempt each)."""
-    figures = executor_figures(ir)
+    after a run that took its largest branch of each If/Elif/Else (one attempt each).
+    `figures`: executor_figures(ir), where the caller has them."""
+    figures = figures or executor_figures(ir)
     components = ir["components"]
     platform_execs = (platform or {}).get("deploymentSpec", {}).get("executors", {})
     spec = SPEC_FIXED
@@ -196,11 +197,12 @@ def check(paths) -> tuple[list[str], list[str], list[str]]:
     figures, problems, warnings = [], [], []
     for path in paths:
         ir, platform = load(path.read_text())
-        size = workflow_bytes(ir, platform)
+        executors = executor_figures(ir)
+        size = workflow_bytes(ir, platform, executors)
         figures.append(f"{path.name}: Workflow ~{size:,} bytes (limit {WORKFLOW_LIMIT:,})")
         if size > WORKFLOW_LIMIT:
             problems.append(f"{path.name}: its Workflow would be ~{size:,} bytes, over {WORKFLOW_LIMIT:,}")
-        for f in executor_figures(ir).values():
+        for f in executors.values():
             figures.append(f"  {f.name}: largest argument {f.largest_arg:,} (limit {ARG_LIMIT:,}), driver --container "
                            f"{f.driver_container_arg:,}, ARGO_TEMPLATE {f.driver_template_env:,} / "
                            f"{f.executor_template_env:,}")

@@ -82,16 +82,30 @@ def resolve_queue(namespace: str, local_queue: str) -> str:
             raise InputError("local_queue", "Kueue is not installed (no LocalQueue API)",
                              "enable Kueue in the DataScienceCluster, or ask your administrator") from None
         raise
-    for q in queues:
-        if str((q["metadata"].get("annotations") or {}).get(DEFAULT_QUEUE_ANNOTATION, "")).lower() == "true":
-            log(f"no local_queue given: using {q['metadata']['name']!r}, the namespace's default LocalQueue")
-            return q["metadata"]["name"]
-    if any(q["metadata"]["name"] == DEFAULT_QUEUE_NAME for q in queues):
-        log(f"no local_queue given: using the LocalQueue named {DEFAULT_QUEUE_NAME!r}")
-        return DEFAULT_QUEUE_NAME
+    name = default_queue(queues)
+    if name is not None:
+        log(f"no local_queue given: using {name!r}, the namespace's default LocalQueue" if annotated_default(queues, name)
+            else f"no local_queue given: using the LocalQueue named {DEFAULT_QUEUE_NAME!r}")
+        return name
     raise InputError("local_queue", f"no queue given and namespace {namespace!r} has no default LocalQueue "
                      f"(none annotated {DEFAULT_QUEUE_ANNOTATION}=true, none named {DEFAULT_QUEUE_NAME!r})",
                      f"set local_queue to one of: {', '.join(q['metadata']['name'] for q in queues) or '(none exist)'}")
+
+
+def default_queue(queues: list[dict]) -> str | None:
+    """The namespace's default LocalQueue among `queues` (LocalQueue objects): the one annotated
+    DEFAULT_QUEUE_ANNOTATION=true (the first by name if several are), else the one named
+    DEFAULT_QUEUE_NAME; None if neither. One rule for the task, the CLI and doctor."""
+    annotated = sorted(q["metadata"]["name"] for q in queues if annotated_default(queues, q["metadata"]["name"]))
+    if annotated:
+        return annotated[0]
+    return DEFAULT_QUEUE_NAME if any(q["metadata"]["name"] == DEFAULT_QUEUE_NAME for q in queues) else None
+
+
+def annotated_default(queues: list[dict], name: str) -> bool:
+    return any(q["metadata"]["name"] == name and
+               str((q["metadata"].get("annotations") or {}).get(DEFAULT_QUEUE_ANNOTATION, "")).lower() == "true"
+               for q in queues)
 
 
 @dataclass
