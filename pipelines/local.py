@@ -31,13 +31,26 @@ OVERLAY = (ROOT / ".venv-kfp-local" if CHECKOUT
 
 
 def isolated_python() -> str:
+    """The isolated env's interpreter, made on first use. Runs started together on a fresh
+    checkout make it once: under a lock, and only a finished env (its .pth written last) counts,
+    so none wipes (`clear=True`) an env another run is already using or still building."""
+    import fcntl
+
     python = OVERLAY / "bin" / "python"
-    if not python.exists():
+    OVERLAY.parent.mkdir(parents=True, exist_ok=True)
+    with open(OVERLAY.with_name(OVERLAY.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+        return _finish_overlay(python)
+
+
+def _finish_overlay(python: Path) -> str:
+    pth_name = "kfp_ray_project.pth"
+    if not python.exists() or not list(OVERLAY.glob(f"lib/python*/site-packages/{pth_name}")):
         venv.create(OVERLAY, with_pip=True, clear=True)
     site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                         text=True).strip())
     project_site = sysconfig.get_paths()["purelib"]
-    pth = site / "kfp_ray_project.pth"
+    pth = site / pth_name
     want = f"import site; site.addsitedir({project_site!r})\n"
     if not pth.exists() or pth.read_text() != want:
         pth.write_text(want)

@@ -707,6 +707,8 @@ class Matrix:
         if main is not None:
             text = main.log.text()
             res.log = "\n".join(r.log.text() for r in ctx.runs) if len(ctx.runs) > 1 else text
+            if main.error is not None:  # a run that died before its first line: its error is all there is to read
+                res.log += f"\n--- the run itself raised: {type(main.error).__name__}: {main.error}"
             res.status = main.status or ("ERROR" if main.error else None)
             res.kind = ctx.kind or error_kind(text)
         # leaks: what is left once the run ended and SETTLE_S more have passed
