@@ -1,5 +1,5 @@
-"""The per-cluster CA that the CodeFlare operator puts in `<cluster>-ca-secret-<suffix>`,
-from which the CodeFlare SDK signs its client certificate for mTLS."""
+"""The per-cluster CAs of RayClusters on OpenShift AI (the CodeFlare operator's on 2.x, cert-manager's
+for KubeRay's mTLS controller on 3.x), their leaf certificates, and the sandbox's serving CA."""
 
 from __future__ import annotations
 
@@ -84,3 +84,40 @@ def _is_ip(host: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def ca_keypair(common_name: str, days: int) -> tuple[bytes, bytes]:
+    """A self-signed CA (cert PEM, key PEM), as cert-manager's selfSigned Issuer makes one for
+    an `isCA: true` Certificate. RSA 2048, not the 4096 RHOAI's KubeRay asks for: the same to
+    every client, a fraction of the CPU on a 2-core machine (docs/sandbox.md)."""
+    data = ca_secret_data(common_name, days)
+    return base64.b64decode(data["ca.crt"]), base64.b64decode(data["ca.key"])
+
+
+def issue(ca_pem: bytes, ca_key_pem: bytes, common_name: str | None, dns_names: list[str], ip_addresses: list[str],
+          days: int) -> tuple[bytes, bytes]:
+    """A leaf certificate (cert PEM, key PEM) signed by the CA, as cert-manager's CA Issuer
+    issues a Certificate: RSA 2048 (its default), the dnsNames and ipAddresses as SANs, usages
+    digital signature, key encipherment, server auth and client auth."""
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    ca_key = serialization.load_pem_private_key(ca_key_pem, None)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    now = datetime.datetime.now(datetime.UTC)
+    sans = [x509.DNSName(n) for n in dict.fromkeys(dns_names)] + \
+        [x509.IPAddress(ipaddress.ip_address(ip)) for ip in dict.fromkeys(ip_addresses)]
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)] if common_name else [])
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(ca.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=days))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
+                                         data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))

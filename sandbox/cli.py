@@ -1,6 +1,7 @@
 """`kfp-ray-sandbox up|down|status` — the local OpenShift AI cluster, run in the background.
 
-    kfp-ray-sandbox up [--json]     start it; returns once ready, prints kubeconfig, API, S3
+    kfp-ray-sandbox up [--json] [--platform rhoai-3.3|rhoai-2.25]
+                                    start it; returns once ready, prints kubeconfig, API, S3
     kfp-ray-sandbox status [--json] what is running (RayClusters, queue usage)
     kfp-ray-sandbox down            stop it and every Ray process it started
 
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 
 from .core import INFO_FILE
+from .platforms import DEFAULT_PLATFORM, PLATFORMS
 from .reaper import pid_alive, sigterm_as_interrupt, wait_interruptibly
 
 UP_TIMEOUT = 60.0
@@ -49,12 +51,17 @@ def _print_info(info: dict, as_json: bool) -> None:
     print(f"pipelines:  {info['pipelines_api']} (the DSPA route: KFP v2beta1 behind oauth-proxy; the kubeconfig's token)")
     print(f"S3:         {info['s3_endpoint']} (bucket {info['s3_bucket']}, data connection secret {info['data_connection']})")
     print(f"namespace:  {info['namespace']}  local queue: {info['local_queue']}")
+    print(f"platform:   {info.get('platform')} (kfp-ray-sandbox up --platform; sandbox/platforms.py)")
     print(f"audit log:  {info['audit_log']}")
 
 
-def up(state_dir: Path, as_json: bool) -> int:
+def up(state_dir: Path, as_json: bool, platform: str | None = None) -> int:
     info = read_info(state_dir)
     if info:
+        if platform and info.get("platform") != platform:
+            print(f"a sandbox playing {info.get('platform')} is already up (pid {info['pid']}) in {state_dir}: "
+                  f"`kfp-ray-sandbox down` first, or give another --state-dir", file=sys.stderr)
+            return 2
         if not as_json:
             print(f"sandbox already up (pid {info['pid']})")
         _print_info(info, as_json)
@@ -62,7 +69,8 @@ def up(state_dir: Path, as_json: bool) -> int:
     shutil.rmtree(state_dir, ignore_errors=True)
     state_dir.mkdir(parents=True)
     log = open(state_dir / "sandbox.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "kfp_ray_sandbox", "serve", "--state-dir", str(state_dir)],
+    argv = ["--platform", platform] if platform else []
+    proc = subprocess.Popen([sys.executable, "-m", "kfp_ray_sandbox", "serve", "--state-dir", str(state_dir), *argv],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
     deadline = time.monotonic() + UP_TIMEOUT
@@ -133,7 +141,7 @@ def status(state_dir: Path, as_json: bool) -> int:
     return 0
 
 
-def serve(state_dir: Path) -> int:
+def serve(state_dir: Path, platform: str | None = None) -> int:
     """Run the sandbox in this process until SIGTERM/SIGINT (what `up` starts). However this
     process ends, its watchdog leaves no Ray process, temp dir, sandbox.json or kubeconfig;
     the logs stay for `down` (or the next `up`) to remove."""
@@ -145,7 +153,7 @@ def serve(state_dir: Path) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    box = Sandbox(state_dir)
+    box = Sandbox(state_dir, platform=platform)
     try:
         box.start()
         print(f"sandbox up: {box.info['api']}", flush=True)
@@ -162,12 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["up", "down", "status", "serve"])
     parser.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
     parser.add_argument("--state-dir", type=Path, default=None, help="where the sandbox keeps its state")
+    parser.add_argument("--platform", choices=sorted(PLATFORMS), default=None,
+                        help=f"the OpenShift AI release to play (default {DEFAULT_PLATFORM}; `up` only)")
     args = parser.parse_args(argv)
     state_dir = (args.state_dir or default_state_dir()).resolve()
     if args.command == "up":
-        return up(state_dir, args.json)
+        return up(state_dir, args.json, args.platform)
     if args.command == "down":
         return down(state_dir)
     if args.command == "status":
         return status(state_dir, args.json)
-    return serve(state_dir)
+    return serve(state_dir, args.platform)

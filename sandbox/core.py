@@ -35,16 +35,19 @@ from .certs import ServingCA
 from .controllers.codeflare import CodeFlareOperator
 from .controllers.kubelet import VOLUMES_DIR, Kubelet
 from .controllers.kuberay import KubeRayController
+from .controllers.kuberay_rhoai import GATEWAY_NAME, GATEWAY_NAMESPACE, PLATFORM_NAMESPACE, RhoaiKubeRay
 from .controllers.kueue import KueueController
 from .controllers.namespaces import NamespaceController, NamespaceLifecycle, prepare_namespace
 from .controllers.node import NodeController
 from .controllers.rayjob import RayJobController
 from .controllers.serviceaccounts import ServiceAccountsController
 from .faults import Faults
+from .gateway import Gateway
 from .network import Network
 from .pipelines_api.server import DSPA, OAuthProxy, PipelinesApi
 from .pipelines_api.server import ROUTE as DSPA_ROUTE
 from .pipelines_api.workflow import STORAGE_SECRET, Engine
+from .platforms import platform as platform_profile
 from .proxy import KubeProxy
 from .raynode import free_port
 from .reaper import Watchdog, reap
@@ -111,16 +114,18 @@ def _write_private(path: Path, text: str) -> None:
 
 class Sandbox:
     def __init__(self, state_dir: str | Path | None = None, max_real_workers: int | None = None,
-                 local_queue_layout: str = "seed"):
+                 local_queue_layout: str = "seed", platform: str | None = None):
         """`local_queue_layout`: "seed" (default) gives LocalQueue `local-queue-test`, annotated as the
         namespace's default queue; "rhoai-default" gives RHOAI's operator-made LocalQueue `default`
-        without that annotation (see bootstrap_objects). `info["local_queue"]` names it."""
+        without that annotation (see bootstrap_objects). `info["local_queue"]` names it.
+        `platform`: the OpenShift AI release it plays (platforms.py; None: the default)."""
+        self.platform = platform_profile(platform)
         self.bootstrap = bootstrap_objects(local_queue_layout)
         self.own_dir = state_dir is None
         # An own state dir is made in start(), once the watchdog will remove it if the owner dies.
         self.state_dir = Path(state_dir or Path(tempfile.gettempdir()) / f"kfp-ray-sandbox-{secrets.token_hex(5)}")
         self.max_real_workers = max_real_workers or int(os.environ.get("KFP_RAY_SANDBOX_MAX_WORKERS", "2"))
-        self.registry = Registry(openshift=True)
+        self.registry = Registry(openshift=True, gateway_api=self.platform.ray_security == "kuberay")
         self.store = Store()
         self.auth = Authenticator(NAMESPACE)
         self.faults = Faults()
@@ -133,6 +138,7 @@ class Sandbox:
         self.proxy: KubeProxy | None = None
         self.pipelines_api: PipelinesApi | None = None
         self.pipelines_http = None
+        self.gateway_http = None  # RHOAI 3.x's data-science-gateway (gateway.py)
         self.info: dict = {}
         self.watchdog: Watchdog | None = None
         self.stopped = False
@@ -155,8 +161,11 @@ class Sandbox:
         self.api = ApiServer(self.store, self.registry, self.auth, self.faults,
                              audit_path=self.state_dir / "audit.log", tls=self.ca.server_context())
         kueue = KueueController(self.store, self.registry, self.faults)
-        codeflare = CodeFlareOperator(self.store, self.registry, self.faults)
-        kuberay = KubeRayController(self.store, self.registry, codeflare, self.max_real_workers)
+        if self.platform.ray_security == "kuberay":  # 3.x: Red Hat's KubeRay secures the cluster
+            ray_platform = RhoaiKubeRay(self.store, self.registry, self.faults)
+        else:  # 2.x: the CodeFlare operator does
+            ray_platform = CodeFlareOperator(self.store, self.registry, self.faults)
+        kuberay = KubeRayController(self.store, self.registry, ray_platform, self.max_real_workers)
         # KubeRay's RayJob controller creates its RayClusters and submitter pods through the API
         # server's admission (CodeFlare's and Kueue's webhooks), as the real operator's client does
         rayjobs = RayJobController(self.store, self.registry, admit=lambda *a: self.api.admit(*a))
@@ -166,9 +175,13 @@ class Sandbox:
                                forwarder=self.proxy.forwarder)
         install_builtin_admission(self.store, self.registry, self.network, self.faults)
         self.api.admission.append(kueue.admission)
-        self.api.admission.append(codeflare.admission)
+        self.api.admission.append(ray_platform.admission)
         self.api.log_provider = self.kubelet.pod_log
         self.api.control = self._control
+        if self.platform.ray_security == "kuberay":
+            self.gateway_http = HttpServer(Gateway(self.store, self.registry, self.auth, GATEWAY_NAMESPACE, GATEWAY_NAME),
+                                           port=free_port(), tls=self.ca.server_context())
+            self.gateway_http.start()
         self._bootstrap()
         accounts = ServiceAccountsController(self.store, self.registry, self.ca.ca_pem)
         node = NodeController(self.store, self.registry, self.faults, self.state_dir)
@@ -202,6 +215,7 @@ class Sandbox:
                      "namespace": NAMESPACE, "s3_endpoint": self.s3.endpoint, "s3_bucket": BUCKET,
                      "data_connection": DATA_CONNECTION, "local_queue": local_queue_of(self.bootstrap),
                      "audit_log": str(self.state_dir / "audit.log"), "state_dir": str(self.state_dir),
+                     "platform": self.platform.name,
                      "pid": os.getpid()}
         (self.state_dir / INFO_FILE).write_text(json.dumps(self.info, indent=2) + "\n")
         return self.info
@@ -231,6 +245,8 @@ class Sandbox:
         killer.join()
         if self.pipelines_http is not None:
             self.pipelines_http.stop()
+        if self.gateway_http is not None:
+            self.gateway_http.stop()
         if self.api is not None:
             self.api.stop()
         self.s3.stop()
@@ -259,6 +275,8 @@ class Sandbox:
     def _bootstrap(self) -> None:
         for obj in self.bootstrap:
             self._create(obj)
+        if self.platform.ray_security == "kuberay":
+            self._bootstrap_gateway()
         self._create({"apiVersion": "v1", "kind": "ServiceAccount",
                       "metadata": {"name": self.auth.pipeline_runner.user.rsplit(":", 1)[1], "namespace": NAMESPACE}})
         values = {"AWS_ACCESS_KEY_ID": self.s3.access_key, "AWS_SECRET_ACCESS_KEY": self.s3.secret_key,
@@ -275,6 +293,19 @@ class Sandbox:
                                    "annotations": {"opendatahub.io/connection-type": "s3",
                                                    "openshift.io/display-name": "minio"}},
                       "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}})
+
+    def _bootstrap_gateway(self) -> None:
+        """RHOAI 3.x's platform namespace (where KubeRay puts the dashboards' HTTPRoutes) and the
+        Gateway they attach to, as the RHOAI operator sets it up."""
+        for ns in (PLATFORM_NAMESPACE, GATEWAY_NAMESPACE):
+            self._create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        self._create({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                      "metadata": {"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
+                      "spec": {"gatewayClassName": "data-science-gateway-class",
+                               "listeners": [{"name": "https", "protocol": "HTTPS", "port": 443,
+                                              # a DNS name on the real cluster; the loopback address here
+                                              "hostname": self.gateway_http.url.split("://", 1)[1],
+                                              "allowedRoutes": {"namespaces": {"from": "All"}}}]}})
 
     def _publish_dspa(self) -> None:
         """The DataSciencePipelinesApplication behind the pipelines server, and its API Route as

@@ -120,6 +120,12 @@ RBAC = [ResourceType("rbac.authorization.k8s.io", "v1", plural, kind, namespaced
 ROUTE = ResourceType("route.openshift.io", "v1", "routes", "Route", True, ("status",),
                      schema=builtin_schema("route.openshift.io", "v1", "Route"))
 
+# What OpenShift 4.19+ serves for RHOAI 3.x's KubeRay (Gateway API v1.4 CRDs, as the cluster
+# ingress operator installs them; cert-manager's). Stored as given (no schema here yet).
+GATEWAY = [ResourceType("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute", True, ("status",)),
+           ResourceType("gateway.networking.k8s.io", "v1", "gateways", "Gateway", True, ("status",)),
+           ResourceType("gateway.networking.k8s.io", "v1beta1", "referencegrants", "ReferenceGrant", True)]
+
 # Which version of each CRD group the sandbox serves (the one our stack calls).
 SERVED_CRD_VERSIONS = {"ray.io": "v1", "kueue.x-k8s.io": "v1beta1",
                        # what RHOAI's codeflare component and its pipelines operator install
@@ -148,10 +154,14 @@ def crd_types() -> tuple[ResourceType, ...]:
 class Registry:
     """Lookup of served resource types by (group, version, plural)."""
 
-    def __init__(self, openshift: bool = True):
+    def __init__(self, openshift: bool = True, gateway_api: bool = False):
         types = list(CORE) + list(crd_types()) + list(REVIEWS) + list(RBAC)
+        if gateway_api:  # RHOAI 3.x: no codeflare component, so no AppWrapper CRD (opendatahub-operator #2468)
+            types = [t for t in types if t.group != "workload.codeflare.dev"]
         if openshift:
             types.append(ROUTE)
+        if gateway_api:
+            types += GATEWAY
         self.types = types
         self._by_path = {(t.group, t.version, t.plural): t for t in types}
         self._by_kind = {(t.group, t.kind): t for t in types}

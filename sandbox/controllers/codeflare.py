@@ -1,6 +1,7 @@
 """RHOAI's CodeFlare operator for RayClusters (project-codeflare/codeflare-operator v1.16.0,
 pkg/controllers/raycluster_webhook.go, raycluster_controller.go, support.go), as RHOAI
-2.23-3.4 ship it with KubeRay 1.4.
+2.23-2.25 ship it beside KubeRay 1.4.0 (the `rhoai-2.25` platform; 3.x has no CodeFlare
+operator: kuberay_rhoai.py plays what took its place).
 
 Webhook (mraycluster/vraycluster.ray.openshift.ai, on create and update):
 - annotation ray.openshift.ai/version; the head's `oauth-proxy` sidecar (port 8443, the
@@ -236,6 +237,12 @@ class CodeFlareOperator:
                 "serviceaccounts.openshift.io/oauth-redirectreference.first":
                     '{"kind":"OAuthRedirectReference","apiVersion":"v1","reference":{"kind":"Route","name":"' + route + '"}}'})
         return rc
+
+    def pod_gate(self, rc: dict, node_type: str | None) -> str | None:
+        return None  # 2.x's KubeRay v1.4.0 creates pods at once: the webhook already shaped them
+
+    def mutate_pod(self, rc: dict, spec: dict, node_type: str) -> None:
+        pass
 
     def forget(self, live_uids: set[str]) -> None:
         for uid in list(self._deleting_since):

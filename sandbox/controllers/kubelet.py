@@ -787,6 +787,8 @@ class Kubelet(Controller):
         while not rt.stopping:
             try:
                 return podcerts.prepare(pod, self.volume_root / rt.uid, read_secret, rt.ip, ips)
+            except podcerts.CertificateLacksPodIP:
+                pass  # the mTLS controller reissues it within a pass
             except podcerts.MissingSecret as exc:
                 if not warned:
                     self._event(pod, "Warning", "FailedMount", str(exc))

@@ -179,9 +179,11 @@ def ray_start_command(node_type: str, params: dict, resources: dict) -> str:
 class KubeRayController(Controller):
     name = "kuberay"
 
-    def __init__(self, store, registry, codeflare=None, max_real_workers: int = 2, head_cluster_ip: bool = True):
+    def __init__(self, store, registry, platform=None, max_real_workers: int = 2, head_cluster_ip: bool = True):
+        """`platform`: what the RHOAI release adds around KubeRay's own pass: the CodeFlare
+        operator (codeflare.py, 2.x) or Red Hat's KubeRay controllers (kuberay_rhoai.py, 3.x)."""
         super().__init__(store, registry)
-        self.codeflare = codeflare
+        self.platform = platform
         self.max_real_workers = max_real_workers
         self.head_cluster_ip = head_cluster_ip
         self.rc_t = self.rt("ray.io", "rayclusters")
@@ -205,8 +207,8 @@ class KubeRayController(Controller):
                 log.exception("kuberay: RayCluster %s/%s", rc["metadata"]["namespace"], rc["metadata"]["name"])
         for uid in [u for u in self._retry if u not in live]:
             del self._retry[uid]
-        if self.codeflare is not None:
-            self.codeflare.forget(live)
+        if self.platform is not None:
+            self.platform.forget(live)
 
     # --- one cluster -------------------------------------------------------------
     def _pods(self, rc: dict, node_type: str | None = None, group: str | None = None) -> list[dict]:
@@ -228,8 +230,8 @@ class KubeRayController(Controller):
                 tuple(s["metadata"]["resourceVersion"] for s in self._head_services(rc)))
 
     def _reconcile_cluster(self, rc: dict) -> None:
-        if self.codeflare is not None:
-            rc = self.codeflare.reconcile(rc)
+        if self.platform is not None:
+            rc = self.platform.reconcile(rc)
             if rc is None:
                 return
         if rc["metadata"].get("deletionTimestamp"):
@@ -308,6 +310,9 @@ class KubeRayController(Controller):
             return
         if suspending == "RayClusterSuspended" or rc["spec"].get("suspend"):
             return
+        why = self.platform.pod_gate(rc, None) if self.platform is not None else None
+        if why:
+            raise ReconcileError(why)
         heads = self._pods(rc, "head")
         if len(heads) == 1:
             phase = (heads[0].get("status") or {}).get("phase")
@@ -391,7 +396,13 @@ class KubeRayController(Controller):
 
     def _create_pod(self, rc: dict, node_type: str, group_name: str, group: dict, fold: int) -> None:
         ns, name = rc["metadata"]["namespace"], rc["metadata"]["name"]
+        why = self.platform.pod_gate(rc, node_type) if self.platform is not None else None
+        if why == "WaitingForAuthentication":
+            self._event(rc, "Normal", why, "Waiting for authentication resources to be ready before creating head pod")
+            raise ReconcileError("waiting for authentication to be ready")
         pod = self._build_pod(rc, node_type, group_name, group, fold)
+        if self.platform is not None:
+            self.platform.mutate_pod(rc, pod["spec"], node_type)
         try:
             made = self.store.create(self.pod_t, pod)
         except ApiError as exc:

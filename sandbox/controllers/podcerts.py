@@ -36,8 +36,32 @@ class MissingSecret(Exception):
     """A secret volume's secret does not exist (yet): the container cannot start."""
 
 
+class CertificateLacksPodIP(Exception):
+    """RHOAI 3.x: the mTLS secret's certificate does not name this pod's IP yet (KubeRay's
+    mTLS controller reissues it once the pod has an address). A real kubelet mounts the
+    secret before the pod has an address and refreshes it about a minute later; the sandbox
+    starts Ray once the certificate names the pod (docs/sandbox.md)."""
+
+
+def _names_ip(cert_pem: bytes, ip: str) -> bool:
+    import ipaddress
+
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return False
+    return ipaddress.ip_address(ip) in sans.get_values_for_type(x509.IPAddress)
+
+
 def _ray_container(pod: dict) -> dict:
     return (pod["spec"].get("containers") or [{}])[0]
+
+
+def env_value(container: dict, name: str) -> str:
+    return next((str(e.get("value", "")) for e in container.get("env") or [] if e.get("name") == name), "")
 
 
 def prepare(pod: dict, base: Path, read_secret, pod_ip: str, service_ips: list[str]) -> dict[str, str]:
@@ -58,6 +82,10 @@ def prepare(pod: dict, base: Path, read_secret, pod_ip: str, service_ips: list[s
                 if data is None:
                     raise MissingSecret(f'MountVolume.SetUp failed for volume "{vol["name"]}" : '
                                         f'secret "{vol["secret"]["secretName"]}" not found')
+                server_cert = env_value(_ray_container(pod), "RAY_TLS_SERVER_CERT")
+                if ("tls.crt" in data and pod_ip and server_cert.startswith(mount["mountPath"].rstrip("/") + "/")
+                        and not _names_ip(base64.b64decode(data["tls.crt"]), pod_ip)):
+                    raise CertificateLacksPodIP(f'secret "{vol["secret"]["secretName"]}" does not name {pod_ip} yet')
                 path.mkdir(parents=True, exist_ok=True, mode=0o700)
                 for key, value in data.items():
                     (path / key).write_bytes(base64.b64decode(value))
