@@ -3,6 +3,7 @@ costs time); each test leaves it as it found it: no faults, no RayClusters."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -98,23 +99,39 @@ def pytest_keyboard_interrupt(excinfo):
         sb.stop()
 
 
-_RUNNING: list[Sandbox] = []  # the session's sandbox, for pytest_keyboard_interrupt
+_RUNNING: list[Sandbox] = []  # the session's sandboxes, for pytest_keyboard_interrupt
 
 
 @pytest.fixture(scope="session")
-def box(tmp_path_factory):
+def sandboxes(tmp_path_factory):
+    """get(platform) -> the session's sandbox playing that OpenShift AI release (sandbox/platforms.py),
+    started on first use and stopped at the session's end (switching `box`'s platform stops none)."""
     from kfp_ray_sandbox.reaper import owned_tempdir
 
     os.environ["CODEFLARE_TLS_DIR"] = str(tmp_path_factory.mktemp("codeflare-tls"))
-    sb = Sandbox(tmp_path_factory.mktemp("sandbox"))
-    sb.start()
-    _RUNNING.append(sb)
-    try:
-        with owned_tempdir(sb.watchdog):  # temp files of this run go with it, even on SIGKILL
-            yield sb
-    finally:
-        _RUNNING.remove(sb)
-        sb.stop()
+    started: dict[str, Sandbox] = {}
+    with contextlib.ExitStack() as stack:
+        def get(platform: str) -> Sandbox:
+            if platform not in started:
+                sb = Sandbox(tmp_path_factory.mktemp(f"sandbox-{platform}"), platform=platform)
+                sb.start()
+                _RUNNING.append(sb)
+                stack.callback(sb.stop)
+                stack.callback(_RUNNING.remove, sb)
+                stack.enter_context(owned_tempdir(sb.watchdog))  # temp files of this run go with it, even on SIGKILL
+                started[platform] = sb
+            return started[platform]
+
+        yield get
+
+
+@pytest.fixture(scope="session")
+def box(request, sandboxes):
+    """The session's sandbox: the default platform (RHOAI 3.3), or the one a test asks for with
+    `@on_platforms(...)` (tests/helpers.py), i.e. parametrize("box", [...], indirect=True)."""
+    from kfp_ray_sandbox.platforms import DEFAULT_PLATFORM
+
+    return sandboxes(getattr(request, "param", DEFAULT_PLATFORM))
 
 
 @pytest.fixture
@@ -145,11 +162,14 @@ def sbx(box):
 
 
 @pytest.fixture
-def sdk_auth(box):
-    """Point the CodeFlare SDK at the sandbox as its admin user (a workbench user with edit)."""
+def sdk_auth(box, monkeypatch):
+    """Point the CodeFlare SDK at the sandbox as its admin user (a workbench user with edit),
+    trusting the sandbox's CA as a workbench trusts its cluster's (RHOAI mounts the trusted CA
+    bundle and points REQUESTS_CA_BUNDLE at it): the 3.x dashboard is behind the gateway's TLS."""
     from codeflare_sdk import KubeConfigFileAuthentication
     from codeflare_sdk.common.kubernetes_cluster import auth
 
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", box.info["ca_file"])
     KubeConfigFileAuthentication(kube_config_path=box.info["kubeconfig"]).load_kube_config()
     yield
     auth.api_client = None

@@ -35,12 +35,21 @@ APIS = [  # name, group, version, resources, fix
     ("Ray API", "ray.io", "v1", ("rayclusters",),
      "enable the ray component: DataScienceCluster spec.components.ray.managementState: Managed"),
     ("Kueue API", "kueue.x-k8s.io", "v1beta1", ("localqueues", "clusterqueues", "workloads"),
-     "enable kueue: DataScienceCluster spec.components.kueue.managementState: Managed (or Unmanaged with "
-     "the Red Hat build of Kueue installed)"),
-    ("CodeFlare API", "workload.codeflare.dev", "v1beta2", ("appwrappers",),
-     "enable codeflare: DataScienceCluster spec.components.codeflare.managementState: Managed (its operator "
-     "puts the Ray dashboard behind OAuth and the Ray client port behind mTLS)"),
+     "enable kueue: on OpenShift AI 3.x install the Red Hat build of Kueue operator and set DataScienceCluster "
+     "spec.components.kueue.managementState: Unmanaged (2.x: Managed)"),
 ]
+# What tells the releases apart (kfp-ray follows what the cluster serves, never a user's flag):
+# 2.x runs the CodeFlare operator (its AppWrapper API, workload.codeflare.dev); 3.x has none
+# (opendatahub-operator #2468) and KubeRay secures clusters itself, publishing dashboards as
+# Gateway API HTTPRoutes (red-hat-data-services/kuberay rhoai-3.3).
+PLATFORMS = (
+    ("workload.codeflare.dev", "v1beta2", "appwrappers",
+     "OpenShift AI 2.x: the CodeFlare operator secures RayClusters (oauth-proxy sidecar, mTLS from its CA, "
+     "finalizer ray.openshift.ai/oauth-finalizer)"),
+    ("gateway.networking.k8s.io", "v1", "httproutes",
+     "OpenShift AI 3.x: KubeRay secures RayClusters (kube-rbac-proxy sidecar, cert-manager mTLS, finalizer "
+     "ray.io/authentication-resources; dashboards on the data-science-gateway)"),
+)
 DEFAULT_QUEUE = "kueue.x-k8s.io/default-queue"
 
 
@@ -95,6 +104,7 @@ class Doctor:
         for name, group, version, resources, fix in APIS:
             served[group] = self.api_group(name, group, version, resources, fix)
             yield served[group]
+        yield self.platform()
         if served["kueue.x-k8s.io"].status == "PASS":
             yield self.local_queue()
             yield self.cluster_queue_check()
@@ -147,6 +157,26 @@ class Doctor:
         if missing:
             return Check(name, "FAIL", f"{group}/{version} lacks {', '.join(missing)}", fix)
         return Check(name, "PASS", f"{group}/{version}: {', '.join(resources)}")
+
+    def platform(self) -> Check:
+        """Which OpenShift AI release this is, from the APIs it serves."""
+        if self.api is None:
+            return self._skipped("platform")
+        from kubernetes import client
+
+        for group, version, resource, what in PLATFORMS:
+            try:
+                served = {r.name for r in client.CustomObjectsApi(self.api).get_api_resources(
+                    group, version, _request_timeout=TIMEOUT).resources}
+            except Exception as exc:  # noqa: BLE001
+                if getattr(exc, "status", 0) == 404:
+                    continue
+                return Check("platform", "FAIL", _why(exc), "check that the cluster's API answers discovery")
+            if resource in served:
+                return Check("platform", "PASS", what)
+        return Check("platform", "FAIL", "neither the CodeFlare operator's API (OpenShift AI 2.x) nor the Gateway API "
+                     "(3.x) is served", "kfp-ray runs on OpenShift AI 2.25 or 3.x with the ray component Managed "
+                     "(docs/openshift-ai.md)")
 
     # --- Kueue -------------------------------------------------------------------------
     def local_queue(self) -> Check:

@@ -35,6 +35,8 @@ def add_parser(sub) -> None:
     r.add_argument("--keep-outputs", metavar="DIR",
                    help="copy the run's folder under the pipeline root (artifacts, executor outputs) to DIR")
     r.add_argument("--timeout", type=float, default=TIMEOUT_S, help=f"seconds the run may take (default {TIMEOUT_S:.0f})")
+    r.add_argument("--platform", choices=("rhoai-3.3", "rhoai-2.25"), default=None,
+                   help="the OpenShift AI release the sandbox plays (default rhoai-3.3)")
     r.set_defaults(fn=cmd_run)
 
 
@@ -51,10 +53,14 @@ def cmd_run(args) -> int:
     from kfp_ray_sandbox.reaper import owned_tempdir, sigterm_as_interrupt
 
     started = time.monotonic()
-    print("==> starting the sandbox (OpenShift AI: Kubernetes API, Kueue, KubeRay, S3, Data Science Pipelines)", flush=True)
+    from kfp_ray_sandbox.platforms import platform
+
+    plat = platform(args.platform)
+    print(f"==> starting the sandbox (OpenShift AI {plat.rhoai}: Kubernetes API, Kueue, KubeRay, S3, Data Science "
+          "Pipelines)", flush=True)
     # SIGTERM unwinds like Ctrl-C; the sandbox's watchdog stops its pods (the tasks, the Ray
     # nodes) and removes its temp dirs if this process dies however it dies
-    with sigterm_as_interrupt(), Sandbox() as box, owned_tempdir(box.watchdog):
+    with sigterm_as_interrupt(), Sandbox(platform=plat.name) as box, owned_tempdir(box.watchdog):
         return _run(args, box, compiled, params, inputs, started)
 
 
@@ -97,6 +103,7 @@ def _run(args, box, compiled: Path, params: dict, inputs: dict, started: float) 
     name = registry.load(args.name).pipeline_spec.pipeline_info.name
     prefix = f"{name}/{run.run_id}/"
     report = summary.build(done, summary.task_outputs(s3, bucket, prefix), view.text(), sbx)
+    report["platform"] = box.info["platform"]
     root = f"s3://{bucket}/{prefix}"
     for key in ("report", "job_log"):  # the pipeline root goes with the sandbox unless kept
         local = os.path.join(os.path.abspath(args.keep_outputs), report[key][len(root):]) if args.keep_outputs else ""

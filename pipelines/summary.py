@@ -107,6 +107,8 @@ def build(run, outputs: dict[str, dict], log: str, client) -> dict:
 
 def render(name: str, r: dict, seconds: float) -> str:
     lines = ["", "=" * 72, f"{name}: {r['status']}  ({seconds:.0f}s)"]
+    if r.get("platform"):
+        lines.append(f"platform: {r['platform']} (the sandbox's OpenShift AI release)")
     if r["error"]:
         lines.append(f"error: {r['error']}")
     if r["tasks"]:

@@ -6,6 +6,18 @@ import contextlib
 import os
 import time
 
+import pytest
+
+# The OpenShift AI releases the sandbox plays (sandbox/platforms.py), for tests of what differs
+# between them: provision, delete, the Ray client driver, RayJobs, doctor, diagnosis.
+PLATFORMS = ("rhoai-3.3", "rhoai-2.25")
+
+
+def on_platforms(*platforms: str):
+    """Run the test (or, as `pytestmark`, the module) once on each platform's sandbox: the
+    session's `box` (and every fixture built on it) is that platform's."""
+    return pytest.mark.parametrize("box", platforms or PLATFORMS, indirect=True)
+
 
 def raycluster(name: str, workers: int = 1, cpu: str = "1", memory: str = "2Gi", queue: str | None = "local-queue-test",
                gpu: int = 0, tolerations: list | None = None, image: str = "quay.io/modh/ray:2.52.1-py311-cu121") -> dict:

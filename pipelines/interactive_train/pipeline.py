@@ -1,6 +1,7 @@
 """Seed demo 2: a Ray client driver as a pipeline step. The pipeline task connects to its
-Kueue-queued RayCluster with ray.init("ray://..."), over the CodeFlare operator's mTLS, and
-trains with Ray Train from there; Ray Train checkpoints to S3 through the data connection."""
+Kueue-queued RayCluster with ray.init("ray://..."), over OpenShift AI's Ray mTLS (KubeRay's
+cert-manager certificates on 3.x, the CodeFlare operator's on 2.x), and trains with Ray Train
+from there; Ray Train checkpoints to S3 through the data connection."""
 
 from pathlib import Path
 

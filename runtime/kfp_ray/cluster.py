@@ -126,17 +126,17 @@ def resolve_queue(spec: ClusterSpec) -> str:
 
 
 def check_namespace(spec: ClusterSpec) -> None:
-    """The cluster must live in the task's own namespace: the CodeFlare operator's
-    NetworkPolicy opens the head's dashboard (8265) and client (10001) ports only to pods of
+    """The cluster must live in the task's own namespace: OpenShift AI's NetworkPolicy (KubeRay's
+    `<name>-head` on 3.x, the CodeFlare operator's on 2.x) opens the head's dashboard (8265) and client (10001) ports only to pods of
     the cluster's namespace, so the submit and follow tasks could not reach it elsewhere."""
     own = kube.own_namespace()
     if own is None:
         log(f"cannot tell this task's own namespace; using namespace {spec.namespace!r} as given")
         return
     if spec.namespace != own:
-        raise InputError("namespace", f"{spec.namespace!r} is not this pipeline's namespace {own!r}: OpenShift AI's "
-                         "CodeFlare operator lets only pods of the cluster's own namespace reach its Ray dashboard "
-                         "(NetworkPolicy), so the submit and follow tasks could not reach a cluster there",
+        raise InputError("namespace", f"{spec.namespace!r} is not this pipeline's namespace {own!r}: OpenShift AI "
+                         "lets only pods of the cluster's own namespace reach its Ray dashboard "
+                         "(the cluster's NetworkPolicy), so the submit and follow tasks could not reach a cluster there",
                          f"leave namespace empty (the pipeline's own, {own!r}), or run the pipeline in the "
                          f"{spec.namespace!r} project")
 

@@ -1,5 +1,6 @@
 """Why a RayCluster's pods cannot start, and whose problem it is: the user's (image, secret,
-toleration, quota) or the platform's (the containers RHOAI's CodeFlare operator adds).
+toleration, quota) or the platform's (the containers OpenShift AI adds: KubeRay's on 3.x, the
+CodeFlare operator's on 2.x).
 
 Reads KubeRay v1.4's status (the ReplicaFailure condition: reasons FailedCreateHeadPod /
 FailedCreateWorkerPod, message `errors.Join(reason, the apiserver's error)`) and the pods'
@@ -38,9 +39,11 @@ IMAGE_PULL_GRACE = 60.0
 # node's (OOM killer under pressure, a slow volume); four in a row are the container's: the
 # image, its command or too little memory, and the next back-offs (80 s, 160 s) only hold quota.
 CRASH_RESTARTS = 3
-# Containers the CodeFlare operator's webhook adds (codeflare-operator v1.16.0
-# pkg/controllers/raycluster_webhook.go: oauthProxyContainerName, initContainerName).
+# Containers OpenShift AI adds to Ray pods: KubeRay's on 3.x (red-hat-data-services/kuberay
+# rhoai-3.3 authentication_controller.go GetOIDCProxySidecar), the CodeFlare operator's on 2.x
+# (codeflare-operator v1.16.0 pkg/controllers/raycluster_webhook.go).
 PLATFORM_CONTAINERS = {
+    "kube-rbac-proxy": "the kube-rbac-proxy sidecar that OpenShift AI's KubeRay adds to the Ray head",
     "oauth-proxy": "the OAuth proxy sidecar that OpenShift AI's CodeFlare operator adds to the Ray head",
     "create-cert": "the certificate init container that OpenShift AI's CodeFlare operator adds to Ray pods",
 }
@@ -53,7 +56,7 @@ def condition(obj: dict, kind: str) -> dict | None:
 
 @dataclass
 class ReplicaProblem:
-    """KubeRay could not create a pod. `transient` when it is the CodeFlare operator still
+    """KubeRay could not create a pod. `transient` when it is the platform (the CodeFlare operator) still
     setting up (its ServiceAccount not created yet): worth waiting for."""
     reason: str
     message: str
@@ -80,8 +83,9 @@ def replica_failure(rc: dict) -> ReplicaProblem | None:
                f"(`oc describe resourcequota -n {ns}`)")
     elif re.search(r"(maximum|minimum) \S+ usage per (Container|Pod)", message):
         fix = f"fit the requests and limits in the namespace's LimitRange (`oc describe limitrange -n {ns}`)"
-    elif re.search(rf'serviceaccount "{re.escape(name)}-oauth-proxy(-[a-z0-9]+)?" not found', message):
-        # codeflare-operator v1.16.0 oauthServiceAccountNameFromCluster: <name>-oauth-proxy[-<hash>]
+    elif re.search(rf'serviceaccount "{re.escape(name)}-oauth-proxy(-[a-z0-9]+|-sa)?" not found', message):
+        # codeflare-operator v1.16.0 oauthServiceAccountNameFromCluster: <name>-oauth-proxy[-<hash>];
+        # KubeRay's authentication controller on 3.x: <name>-oauth-proxy-sa
         return ReplicaProblem(reason, message, "", transient=True)
     else:
         fix = f"see `oc describe raycluster {name} -n {ns}` (its FailedToCreate*Pod events) and the namespace's admission policies"
@@ -119,12 +123,16 @@ def unschedulable(pod) -> Unschedulable | None:
     return None
 
 
+def _owner(container: str) -> str:
+    return "OpenShift AI's KubeRay operator" if container == "kube-rbac-proxy" else "the CodeFlare operator"
+
+
 def _whose(cs, what: str, fix: str) -> str:
     """The end of a problem message: whose it is, and the fix."""
     if cs.name in PLATFORM_CONTAINERS:
         return (f"{what}. This is the platform's problem, not your image's or your inputs': {cs.name} is "
                 f"{PLATFORM_CONTAINERS[cs.name]} (image {cs.image or 'unknown'}). Fix: ask your OpenShift AI "
-                "administrator to check the CodeFlare operator's images (pull secret, mirror registry, "
+                f"administrator to check {_owner(cs.name)}'s images (pull secret, mirror registry, "
                 "disconnected-install image set)")
     return f"{what}. Fix: {fix}"
 

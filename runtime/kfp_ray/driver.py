@@ -1,9 +1,13 @@
 """A Python function run as a Ray client driver against a provisioned RayCluster: the CodeFlare
 demo 2 way (`ray.init("ray://<cluster>-head-svc.<ns>.svc:10001")`), from a pipeline task.
 
-On OpenShift AI the CodeFlare operator puts the Ray client port behind mutual TLS: every Ray
-process of the cluster has RAY_USE_TLS=1 and a server certificate signed by the cluster's CA
-(secret `<cluster>-ca-secret-<hash>`, labelled ray.openshift.ai/cluster-name). A client must
+On OpenShift AI the Ray client port is behind mutual TLS: every Ray process of the cluster has
+RAY_USE_TLS=1 and a server certificate signed by the cluster's CA, in a secret labelled
+ray.openshift.ai/cluster-name and named `<cluster>-ca-secret-<suffix>`. On 2.x the CodeFlare
+operator's webhook writes RAY_USE_TLS into the RayCluster and its CA secret holds ca.crt/ca.key;
+on 3.x KubeRay's mTLS controller does it for clusters annotated odh.ray.io/secure-trusted-network
+(its webhook annotates every one) and cert-manager writes the CA as tls.crt/tls.key/ca.crt
+(red-hat-data-services/kuberay rhoai-3.3 raycluster_mtls_controller.go). A client must
 present a certificate signed by that CA, and must dial the head Service by its DNS name (the
 name the head's certificate carries; its clusterIP is not in it). client_certificate() makes
 that certificate as the CodeFlare SDK's generate_cert.generate_tls_cert does (RSA 3072, the
@@ -36,6 +40,7 @@ CLIENT_PORT = 10001  # KubeRay's default `client` port of the head Service
 CONNECT_ATTEMPTS = 3  # a client server that failed to start is started afresh on the next try
 CA_WAIT_S = 120.0  # the operator writes the CA secret with the cluster; a fresh one may lag
 CLUSTER_LABEL = "ray.openshift.ai/cluster-name"
+SECURE_NETWORK = "odh.ray.io/secure-trusted-network"  # RHOAI 3.x: KubeRay's mTLS is on when "true"
 TLS_ENV = ("RAY_USE_TLS", "RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY", "RAY_TLS_CA_CERT")
 
 
@@ -56,11 +61,14 @@ def client_address(cluster_name: str, namespace: str) -> str:
 
 
 def tls_required(cluster_name: str, namespace: str) -> bool:
-    """Whether the cluster's Ray runs with RAY_USE_TLS (the CodeFlare webhook sets it on OpenShift AI)."""
+    """Whether the cluster's Ray runs with RAY_USE_TLS: annotated for KubeRay's mTLS (3.x), or
+    RAY_USE_TLS in the head's spec (2.x: the CodeFlare webhook puts it there)."""
     rc = rayclusters.get(cluster_name, namespace)
     if rc is None:
         raise DriverError(f"RayCluster {cluster_name} is not in namespace {namespace}: it was deleted, or never "
                           "provisioned. Fix: wire provision_ray_cluster's cluster_name and namespace outputs")
+    if (rc["metadata"].get("annotations") or {}).get(SECURE_NETWORK) == "true":
+        return True
     spec = ((rc.get("spec") or {}).get("headGroupSpec") or {}).get("template", {}).get("spec") or {}
     ray = (spec.get("containers") or [{}])[0]
     env = {e.get("name"): str(e.get("value", "")) for e in ray.get("env") or []}
@@ -70,7 +78,7 @@ def tls_required(cluster_name: str, namespace: str) -> bool:
 def ca_secret(cluster_name: str, namespace: str, timeout: float = CA_WAIT_S) -> dict:
     """The cluster's CA secret data (base64 values), as generate_cert.get_secret_name finds it:
     labelled with the cluster's name, named `<cluster>-ca-secret-...` (CodeFlare operator
-    v1.16) or `ca-secret-<cluster>` (before)."""
+    v1.16; KubeRay's mTLS controller on 3.x: `-<uid[:8]>`) or `ca-secret-<cluster>` (before)."""
     names = (f"{cluster_name}-ca-secret-", f"ca-secret-{cluster_name}")
 
     def found() -> dict | None:
@@ -81,11 +89,12 @@ def ca_secret(cluster_name: str, namespace: str, timeout: float = CA_WAIT_S) -> 
 
     def missing() -> Exception:
         return DriverError(f"no CA secret for RayCluster {cluster_name} in {namespace} after {timeout:.0f}s (a secret "
-                           f"labelled {CLUSTER_LABEL}={cluster_name}, named {names[0]}<hash>): the cluster's Ray runs "
-                           "with mTLS but the CodeFlare operator wrote no CA. Fix: check the codeflare component of the "
-                           "DataScienceCluster and the operator's logs")
+                           f"labelled {CLUSTER_LABEL}={cluster_name}, named {names[0]}<suffix>): the cluster's Ray runs "
+                           "with mTLS but no CA was written. Fix: on OpenShift AI 3.x check that cert-manager is "
+                           "installed and KubeRay's logs (raycluster-mtls controller); on 2.x the codeflare component "
+                           "of the DataScienceCluster and the CodeFlare operator's logs")
 
-    return poll(found, timeout, f"the CA secret of RayCluster {cluster_name} (the CodeFlare operator writes it)",
+    return poll(found, timeout, f"the CA secret of RayCluster {cluster_name} (cert-manager or the CodeFlare operator writes it)",
                 backoff=Backoff(0.5, 1.5, 5.0), on_timeout=missing)
 
 
@@ -102,7 +111,8 @@ def client_certificate(data: dict, cluster_name: str, namespace: str, directory:
     key_b64 = data.get("tls.key") or data.get("ca.key")
     if not ca_b64 or not key_b64:
         raise DriverError(f"the CA secret of RayCluster {cluster_name} has no CA certificate and key (keys: "
-                          f"{sorted(data)}). Fix: let the CodeFlare operator recreate it (delete the secret)")
+                          f"{sorted(data)}). Fix: let the platform recreate it (delete the secret: cert-manager on 3.x, the "
+                          "CodeFlare operator on 2.x)")
     ca_pem = base64.b64decode(ca_b64)
     ca_cert = x509.load_pem_x509_certificate(ca_pem)
     ca_key = serialization.load_pem_private_key(base64.b64decode(key_b64), None)

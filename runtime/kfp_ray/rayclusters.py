@@ -1,7 +1,8 @@
 """RayCluster (and RayJob) objects: read, delete and wait until really gone.
 
-Deletion is not instant on OpenShift AI: the CodeFlare operator holds its finalizer
-`ray.openshift.ai/oauth-finalizer` until it has removed the cluster's OAuth objects, and
+Deletion is not instant on OpenShift AI: KubeRay's authentication controller (3.x) holds
+`ray.io/authentication-resources`, the CodeFlare operator (2.x) `ray.openshift.ai/oauth-finalizer`,
+until it has removed the cluster's auth objects, and
 Kueue its `kueue.x-k8s.io/resource-in-use` on the Workload (KubeRay holds a RayJob's
 `ray.io/rayjob-finalizer` until it has stopped the Ray job). Until then the object exists
 with metadata.deletionTimestamp set; a create of the same name is refused (409).
@@ -82,9 +83,9 @@ def wait_gone(rc: dict, timeout: float = GONE_TIMEOUT, why: str = "") -> None:
         left = ", ".join((current() or now)["metadata"].get("finalizers") or []) or "none"
         return ClusterError(
             f"{kind.name} {name!r} in {ns!r} still exists {timeout:.0f}s after its deletion was requested "
-            f"(finalizers left: {left}). Fix: the operator that owns a finalizer removes it when done (the CodeFlare "
-            "operator: ray.openshift.ai/oauth-finalizer; KubeRay: ray.io/rayjob-finalizer); check that it is running, or "
-            "ask your administrator")
+            f"(finalizers left: {left}). Fix: the operator that owns a finalizer removes it when done (KubeRay: "
+            "ray.io/authentication-resources, ray.io/rayjob-finalizer; the CodeFlare operator on 2.x: "
+            "ray.openshift.ai/oauth-finalizer); check that it is running, or ask your administrator")
 
     # Gone in ~2 s when the operators are well (the next task waits on it): every 0.5 s at
     # first, then every 2 s (a finalizer held up by its operator).

@@ -258,7 +258,7 @@ class _Wait:
         self.look_at_pods(now)
         if now - self.last_progress >= PROGRESS_EVERY:
             self.last_progress = now
-            note = (" - KubeRay waits for the CodeFlare operator to create the head's OAuth ServiceAccount"
+            note = (" - KubeRay waits for the head's OAuth ServiceAccount (the platform creates it)"
                     if problem else "")
             log(f"starting: {self.pods} ({self.spent['starting']:.0f}s){note}")
         return False

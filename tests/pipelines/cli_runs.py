@@ -10,8 +10,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_cli(name, *params, keep=None):
+def run_cli(name, *params, keep=None, platform=None):
     args = [sys.executable, "-m", "kfp_ray.pipelines", "run", name, "--local"]
+    if platform:
+        args += ["--platform", platform]
     for p in params:
         args += ["--param", p]
     if keep:

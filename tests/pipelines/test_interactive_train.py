@@ -14,11 +14,14 @@ from tests.pipelines.cli_runs import run_cli, summary_metrics
 pytestmark = pytest.mark.ray
 
 
-def test_interactive_train_through_the_cli(tmp_path):
-    run = run_cli("interactive_train", "epochs=3", keep=tmp_path / "out")
+@pytest.mark.parametrize("platform", ["rhoai-3.3", "rhoai-2.25"])
+def test_interactive_train_through_the_cli(tmp_path, platform):
+    """On either release: the CA secret is cert-manager's on 3.x, the CodeFlare operator's on 2.x."""
+    run = run_cli("interactive_train", "epochs=3", keep=tmp_path / "out", platform=platform)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     out = run.stdout
     assert "interactive_train: SUCCEEDED" in out
+    assert f"platform: {platform} " in out  # the summary names the release the sandbox played
     # the driver connected by the head Service's DNS name, with a certificate from the cluster's CA
     assert re.search(r"run-ray-driver \| \[kfp-ray\] mTLS: client certificate signed by RayCluster \S+'s CA", out)
     assert re.search(r"connecting to ray://ray-\S+-head-svc\.sandbox\.svc:10001 as a Ray client", out)

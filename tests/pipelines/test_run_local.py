@@ -15,11 +15,13 @@ from tests.pipelines.cli_runs import ROOT, run_cli, summary_metrics
 pytestmark = pytest.mark.ray
 
 
-def test_xgboost_tune_through_the_cli(tmp_path):
-    run = run_cli("xgboost_tune", "samples=4", "concurrent_trials=2", keep=tmp_path / "out")
+@pytest.mark.parametrize("platform", ["rhoai-3.3", "rhoai-2.25"])
+def test_xgboost_tune_through_the_cli(tmp_path, platform):
+    run = run_cli("xgboost_tune", "samples=4", "concurrent_trials=2", keep=tmp_path / "out", platform=platform)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     out = run.stdout
     assert "xgboost_tune: SUCCEEDED" in out
+    assert f"platform: {platform} " in out  # the summary names the release the sandbox played
     # local_queue left empty: the CLI passes the project's default LocalQueue (the seed layout has no `default`)
     assert "==> local_queue=local-queue-test: the default LocalQueue of sandbox (annotated" in out
     assert "queued: waiting" in out or "admitted by Kueue" in out  # live progress: queue, start, job logs

@@ -34,14 +34,17 @@ def port_open(url: str) -> bool:
 
 def test_up_status_down_leaves_no_process_port_or_dir(tmp_path):
     state = tmp_path / "sb"
-    up = cli("up", "--json", state_dir=state)
+    up = cli("up", "--json", "--platform", "rhoai-2.25", state_dir=state)
     assert up.returncode == 0, up.stderr
     info = json.loads(up.stdout)
     assert {"api", "kubeconfig", "s3_endpoint", "namespace"} <= info.keys()
+    assert info["platform"] == "rhoai-2.25"
     assert oct(os.stat(info["kubeconfig"]).st_mode & 0o777) == "0o600"
     try:
         again = cli("up", state_dir=state)
-        assert again.returncode == 0 and "already up" in again.stdout
+        assert again.returncode == 0 and "already up" in again.stdout and "platform:   rhoai-2.25" in again.stdout
+        other = cli("up", "--platform", "rhoai-3.3", state_dir=state)  # not silently the other release
+        assert other.returncode == 2 and "playing rhoai-2.25 is already up" in other.stderr
         human = cli("status", state_dir=state)
         assert human.returncode == 0 and info["api"] in human.stdout
         # a real Ray head, so that `down` has processes to stop

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s
 
-from tests.helpers import eventually
+from tests.helpers import eventually, on_platforms
 
 pytestmark = pytest.mark.ray
 
@@ -38,7 +38,11 @@ def owned_objects(sbx, name):
     }
 
 
+@on_platforms()
 def test_sdk_apply_wait_ready_status_details_job_and_down(box, sbx, sdk_auth):
+    """A workbench user's notebook, unmodified, on either release: on 3.x the SDK finds the
+    dashboard through KubeRay's HTTPRoute on the data-science-gateway, on 2.x through the
+    CodeFlare operator's Route."""
     from codeflare_sdk import Cluster
     from codeflare_sdk.ray.cluster.status import CodeFlareClusterStatus, RayClusterStatus
 
@@ -55,21 +59,33 @@ def test_sdk_apply_wait_ready_status_details_job_and_down(box, sbx, sdk_auth):
     details = cluster.details(print_to_console=False)
     assert details.status == RayClusterStatus.READY and details.num_workers == 1
     uri = cluster.cluster_dashboard_uri()
-    assert uri.startswith("http://127.") and details.dashboard == uri
+    assert details.dashboard == uri
     assert cluster.is_dashboard_ready()
 
-    # What the CodeFlare operator (v1.16.0) and KubeRay (v1.4) made of it.
     v1 = k8s.CoreV1Api(sbx.api_client())
     rc = co.get_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", "sdk-e2e")
-    assert rc["metadata"]["finalizers"] == ["ray.openshift.ai/oauth-finalizer"]
     svc = v1.read_namespaced_service("sdk-e2e-head-svc", "sandbox")
     assert {p.name: p.port for p in svc.spec.ports} == {"gcs": 6379, "dashboard": 8265, "client": 10001, "metrics": 8080}
-    assert uri == f"http://{svc.spec.cluster_ip}:8265"  # the Route goes to the head Service's dashboard port
     head = v1.list_namespaced_pod("sandbox", label_selector="ray.io/cluster=sdk-e2e,ray.io/node-type=head").items[0]
-    [sa] = owned_objects(sbx, "sdk-e2e")["serviceaccounts"]
-    assert sa.startswith("sdk-e2e-oauth-proxy-") and head.spec.service_account_name == sa
-    assert [(c.name, c.ready) for c in head.status.container_statuses] == [("ray-head", True), ("oauth-proxy", True)]
-    assert [(c.name, c.state.terminated.reason) for c in head.status.init_container_statuses] == [("create-cert", "Completed")]
+    if box.platform.ray_security == "kuberay":
+        # What RHOAI 3.3's KubeRay made of it (red-hat-data-services/kuberay rhoai-3.3)
+        assert rc["metadata"]["finalizers"] == ["ray.io/authentication-resources"]
+        assert rc["metadata"]["annotations"]["odh.ray.io/secure-trusted-network"] == "true"
+        gateway = box.gateway_http.url.split("://", 1)[1]
+        assert uri == f"https://{gateway}/ray/sandbox/sdk-e2e"  # the HTTPRoute on the data-science-gateway
+        assert head.spec.service_account_name == "sdk-e2e-oauth-proxy-sa"
+        assert [(c.name, c.ready) for c in head.status.container_statuses] == [("ray-head", True), ("kube-rbac-proxy", True)]
+        assert not head.status.init_container_statuses
+        assert {v.name: v.secret.secret_name for v in head.spec.volumes if v.secret} == {"ray-tls-vol": "ray-head-secret-sdk-e2e"}
+        assert [s for s in owned_objects(sbx, "sdk-e2e")["secrets"] if s.startswith("sdk-e2e-ca-secret-")]
+    else:
+        # What the CodeFlare operator (v1.16.0) and KubeRay (v1.4) made of it on 2.25
+        assert rc["metadata"]["finalizers"] == ["ray.openshift.ai/oauth-finalizer"]
+        assert uri == f"http://{svc.spec.cluster_ip}:8265"  # the Route goes to the head Service's dashboard port
+        [sa] = owned_objects(sbx, "sdk-e2e")["serviceaccounts"]
+        assert sa.startswith("sdk-e2e-oauth-proxy-") and head.spec.service_account_name == sa
+        assert [(c.name, c.ready) for c in head.status.container_statuses] == [("ray-head", True), ("oauth-proxy", True)]
+        assert [(c.name, c.state.terminated.reason) for c in head.status.init_container_statuses] == [("create-cert", "Completed")]
 
     jobs = cluster.job_client
     job_id = jobs.submit_job(entrypoint=JOB)

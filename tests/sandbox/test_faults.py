@@ -107,10 +107,11 @@ def test_kubelet_backoff_doubles_to_its_cap_and_resets_after_a_stable_run():
 
 
 @pytest.mark.ray
-def test_sidecar_image_pull_leaves_the_head_running_but_not_ready(sbx, api):
-    from kfp_ray_sandbox.controllers.codeflare import OAUTH_PROXY_IMAGE
+def test_sidecar_image_pull_leaves_the_head_running_but_not_ready(box, sbx, api):
+    from kfp_ray_sandbox.controllers.kuberay_rhoai import SIDECAR, SIDECAR_IMAGE
 
-    sbx.set_faults({"clusters": {"nosidecar": {"image_pull": "oauth-proxy"}}, "platform": {"kubelet_backoff_s": 0.5}})
+    assert box.platform.head_sidecar == SIDECAR  # RHOAI 3.3's kube-rbac-proxy
+    sbx.set_faults({"clusters": {"nosidecar": {"image_pull": SIDECAR}}, "platform": {"kubelet_backoff_s": 0.5}})
     create(api, raycluster("nosidecar", workers=0, memory="1Gi"))
 
     def by_name(p):
@@ -119,17 +120,17 @@ def test_sidecar_image_pull_leaves_the_head_running_but_not_ready(sbx, api):
     def ray_ready_sidecar_pulling():
         head = next(iter(pods(api, "nosidecar")), None)
         st = by_name(head) if head else {}
-        return st.get("ray-head") and st["ray-head"].ready and st.get("oauth-proxy") and head
+        return st.get("ray-head") and st["ray-head"].ready and st.get(SIDECAR) and head
     head = eventually(ray_ready_sidecar_pulling, 120, what="the Ray container to be ready beside the failing sidecar")
-    sidecar = by_name(head)["oauth-proxy"]
+    sidecar = by_name(head)[SIDECAR]
     assert sidecar.state.waiting.reason in ("ErrImagePull", "ImagePullBackOff")
     assert head.status.phase == "Running"
     ready = next(c for c in head.status.conditions if c.type == "Ready")
-    assert (ready.status, ready.message) == ("False", "containers with unready status: [oauth-proxy]")
+    assert (ready.status, ready.message) == ("False", f"containers with unready status: [{SIDECAR}]")
     assert [p["cluster"] for p in sbx.processes()] == ["nosidecar"]  # the Ray head runs
     events = events_about(api, head.metadata.name)
-    assert any(r == "Failed" and m.startswith(f'Failed to pull image "{OAUTH_PROXY_IMAGE}"') for r, m in events)
-    assert ("BackOff", f'Back-off pulling image "{OAUTH_PROXY_IMAGE}"') in events
+    assert any(r == "Failed" and m.startswith(f'Failed to pull image "{SIDECAR_IMAGE}"') for r, m in events)
+    assert ("BackOff", f'Back-off pulling image "{SIDECAR_IMAGE}"') in events
     status = eventually(lambda: (s := rc(api, "nosidecar")["status"]) and any(
         c["type"] == "HeadPodReady" and c["message"] == ready.message for c in s.get("conditions", [])) and s, 15,
         what="KubeRay to report the head not ready")

@@ -46,7 +46,7 @@ def pod_events(v1, selector: str, since: str, until, timeout: int = 90) -> list[
 
 
 @pytest.mark.ray
-def test_head_service_named_ports_reach_ray_and_deletion_is_graceful(sbx):
+def test_head_service_named_ports_reach_ray_and_deletion_is_graceful(box, sbx):
 
     api = sbx.api_client()
     v1, co = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
@@ -87,11 +87,11 @@ def test_head_service_named_ports_reach_ray_and_deletion_is_graceful(sbx):
     eventually(lambda: [p for p in v1.list_namespaced_pod(NS, label_selector="ray.io/cluster=svcnet,ray.io/node-type=head").items
                         if p.metadata.name != head.metadata.name], 15, what="KubeRay to create a new head pod")
 
-    # Deleting the RayCluster: held by the CodeFlare finalizer, then its pods terminate, then all is gone.
+    # Deleting the RayCluster: held by the platform's finalizer, then its pods terminate, then all is gone.
     rv = v1.list_namespaced_pod(NS, label_selector="ray.io/cluster=svcnet").metadata.resource_version
     co.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", "svcnet")
     held = co.get_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", "svcnet")
-    assert held["metadata"]["deletionTimestamp"] and held["metadata"]["finalizers"] == ["ray.openshift.ai/oauth-finalizer"]
+    assert held["metadata"]["deletionTimestamp"] and held["metadata"]["finalizers"] == [box.platform.ray_finalizer]
     names = {p.metadata.name for p in v1.list_namespaced_pod(NS, label_selector="ray.io/cluster=svcnet").items}
     events = pod_events(v1, "ray.io/cluster=svcnet", rv,
                         lambda seen: names <= {o.metadata.name for t, o in seen if t == "DELETED"})

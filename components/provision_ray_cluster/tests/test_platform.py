@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 
 from kfp_ray import tasks
 from kfp_ray.errors import AdmissionTimeout, Evicted, PodsFailing, StartupTimeout
-from tests.helpers import FakeClock, eventually, raycluster
+from tests.helpers import FakeClock, eventually, on_platforms, raycluster
 
 SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi", local_queue="local-queue-test")
 # Kueue's waitForPodsReady made short: pods not ready within 2 s are evicted, requeued after 1 s, 2 s, ...
@@ -148,13 +148,17 @@ def test_replica_failure_fails_at_once_with_kuberays_message(box, sbx, as_pipeli
     assert rayclusters(sbx) == {}
 
 
-def test_a_broken_oauth_proxy_sidecar_is_reported_as_the_platforms_problem(box, sbx, as_pipeline_runner):
-    sbx.set_faults({"clusters": {"sidecar": {"image_pull": "oauth-proxy"}}})
+@on_platforms()
+def test_a_broken_auth_sidecar_is_reported_as_the_platforms_problem(box, sbx, as_pipeline_runner):
+    """kube-rbac-proxy (KubeRay's, 3.x) or oauth-proxy (the CodeFlare operator's, 2.x)."""
+    sidecar = box.platform.head_sidecar
+    sbx.set_faults({"clusters": {"sidecar": {"image_pull": sidecar}}})
     with pytest.raises(PodsFailing) as exc:  # not the startup timeout's error: it did not wait 300 s
         tasks.provision(run_id="r-sidecar", cluster_name="sidecar", startup_timeout=300, **SMALL)
     msg = str(exc.value)
-    assert "container oauth-proxy: image" in msg and "cannot be pulled (ErrImagePull" in msg and "manifest unknown" in msg
-    assert "the platform's problem, not your image's" in msg and "CodeFlare operator" in msg
+    assert f"container {sidecar}: image" in msg and "cannot be pulled (ErrImagePull" in msg and "manifest unknown" in msg
+    assert "the platform's problem, not your image's" in msg
+    assert ("OpenShift AI's KubeRay" if sidecar == "kube-rbac-proxy" else "CodeFlare operator") in msg
     assert "OpenShift AI administrator" in msg and "container ray-head" not in msg
     assert rayclusters(sbx) == {}
 

@@ -9,7 +9,7 @@ from kubernetes import client as k8s
 
 from kfp_ray import tasks
 from kfp_ray.errors import InputError
-from tests.helpers import eventually, raycluster
+from tests.helpers import eventually, on_platforms, raycluster
 
 COMPONENT = "kfp_ray.components.teardown_ray_cluster.component:teardown_ray_cluster"
 HOLD = "test.kfp-ray.io/hold"  # a finalizer only the test removes
@@ -47,8 +47,8 @@ def test_deletes_the_runs_clusters_and_spares_others(sbx, run_local):
 
 
 def test_teardown_returns_only_once_the_cluster_is_really_gone(sbx, as_pipeline_runner, capsys):
-    """On OpenShift AI a deleted RayCluster lingers while finalizers run (the CodeFlare
-    operator's ray.openshift.ai/oauth-finalizer): teardown waits until it is gone, so the
+    """On OpenShift AI a deleted RayCluster lingers while finalizers run (KubeRay's
+    ray.io/authentication-resources on 3.x): teardown waits until it is gone, so the
     name and the quota are free when the run ends. Here a finalizer only the test removes."""
     sbx.set_faults({"clusters": {"td-held": {"never_admit": True}}})
     co = k8s.CustomObjectsApi(sbx.api_client())
@@ -71,17 +71,19 @@ def test_teardown_returns_only_once_the_cluster_is_really_gone(sbx, as_pipeline_
     assert "deleted RayCluster td-held" in out
 
 
-def test_teardown_under_the_codeflare_finalizer(sbx, as_pipeline_runner):
-    """The sandbox's CodeFlare operator holds its finalizer for finalizer_delay_s after a
-    delete: when teardown returns, the cluster is gone."""
+@on_platforms()
+def test_teardown_under_the_platforms_finalizer(box, sbx, as_pipeline_runner):
+    """The platform's controller (KubeRay's authentication controller on 3.x, the CodeFlare
+    operator on 2.x) holds its finalizer for finalizer_delay_s after a delete: when teardown
+    returns, the cluster is gone."""
     sbx.set_faults({"platform": {"finalizer_delay_s": 2.0}, "clusters": {"td-cf": {"never_admit": True}}})
     co = k8s.CustomObjectsApi(sbx.api_client())
     body = raycluster("td-cf", cpu="100m", memory="256Mi")
     body["metadata"]["labels"]["kfp-ray.io/run-id"] = "r-cf"
     co.create_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", body)
-    eventually(lambda: "ray.openshift.ai/oauth-finalizer" in (co.get_namespaced_custom_object(
+    eventually(lambda: box.platform.ray_finalizer in (co.get_namespaced_custom_object(
         "ray.io", "v1", "sandbox", "rayclusters", "td-cf")["metadata"].get("finalizers") or []), 30,
-        what="the CodeFlare operator's finalizer")
+        what="the platform's finalizer")
     tasks.teardown(run_id="r-cf", namespace="sandbox")
     assert names(sbx) == []
 
