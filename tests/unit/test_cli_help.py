@@ -35,3 +35,12 @@ def test_every_command_and_argument_has_help():
     for command in ("run", "upload", "submit", "schedule", "runs list", "runs get", "runs cancel", "doctor", "gc",
                     "compile", "cluster up", "cluster status", "cluster details", "cluster list", "cluster down"):
         assert f"kfp-ray {command}" in seen
+
+
+def test_run_local_offers_exactly_the_platforms_the_sandbox_plays():
+    """`kfp-ray run --platform` lists its choices without importing the sandbox (heavy for --help)."""
+    from kfp_ray_sandbox.platforms import DEFAULT_PLATFORM, PLATFORMS
+
+    run = dict(commands(build_parser()))[("kfp-ray", "run")]
+    platform = next(a for a in run._actions if a.dest == "platform")
+    assert sorted(platform.choices) == sorted(PLATFORMS) and DEFAULT_PLATFORM in platform.help
