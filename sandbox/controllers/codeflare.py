@@ -31,12 +31,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import time
 
 from ..apiserver import errors
 from ..apiserver.store import now_rfc3339
 from ..certs import ca_secret_data
-from .base import log, owner_ref
+from .base import owner_ref
+from .rayplatform import RayPlatform
 
 OPERATOR_VERSION = "v1.16.0"
 CONTROLLER_NAME = "codeflare-raycluster-controller"
@@ -165,17 +165,15 @@ def _mutate_group(spec: dict, init: dict, rc: dict) -> None:
         spec["volumes"] = _upsert(spec.get("volumes"), vol)
 
 
-class CodeFlareOperator:
+class CodeFlareOperator(RayPlatform):
     """The CodeFlare operator's RayCluster webhook and controller."""
 
     def __init__(self, store, registry, faults):
-        self.store, self.registry, self.faults = store, registry, faults
-        self.rc_t = registry.get("ray.io", "rayclusters")
+        super().__init__(store, registry, faults)
         self.secret_t = registry.get("", "secrets")
         self.sa_t = registry.get("", "serviceaccounts")
         self.svc_t = registry.get("", "services")
         self.route_t = registry.get("route.openshift.io", "routes")
-        self._deleting_since: dict[str, float] = {}  # uid -> when the operator first saw the deletionTimestamp
 
     # --- webhook -----------------------------------------------------------------
     def admission(self, op: str, rt, obj: dict, old: dict | None) -> None:
@@ -214,15 +212,7 @@ class CodeFlareOperator:
                 if rc is None:
                     return None
         elif FINALIZER in (meta.get("finalizers") or []):
-            since = self._deleting_since.setdefault(uid, time.monotonic())
-            if time.monotonic() - since < self.faults.platform("finalizer_delay_s"):
-                return rc
-
-            def drop(o):
-                o["metadata"]["finalizers"] = [f for f in o["metadata"].get("finalizers") or [] if f != FINALIZER]
-            rc = self.store.mutate(self.rc_t, ns, name, drop)
-            self._deleting_since.pop(uid, None)
-            return rc
+            return self._drop_finalizer(rc, FINALIZER) if self._finalizer_due(rc) else rc
         if rc is None or rc["metadata"].get("deletionTimestamp"):
             return rc
         self._ensure(self.secret_t, rc, ca_secret_name(rc), lambda: {
@@ -238,16 +228,7 @@ class CodeFlareOperator:
                     '{"kind":"OAuthRedirectReference","apiVersion":"v1","reference":{"kind":"Route","name":"' + route + '"}}'})
         return rc
 
-    def pod_gate(self, rc: dict, node_type: str | None) -> str | None:
-        return None  # 2.x's KubeRay v1.4.0 creates pods at once: the webhook already shaped them
-
-    def mutate_pod(self, rc: dict, spec: dict, node_type: str) -> None:
-        pass
-
-    def forget(self, live_uids: set[str]) -> None:
-        for uid in list(self._deleting_since):
-            if uid not in live_uids:
-                del self._deleting_since[uid]
+    # pod_gate and mutate_pod: none (2.x's KubeRay v1.4.0 creates pods at once; the webhook shaped them)
 
     def _ensure(self, rt, rc: dict, name: str, body, annotations: dict | None = None) -> None:
         ns = rc["metadata"]["namespace"]
@@ -278,10 +259,3 @@ class CodeFlareOperator:
             "status": {"ingress": [{"host": f"{ip}:{port}", "routerName": "default", "wildcardPolicy": "None",
                                     "conditions": [{"type": "Admitted", "status": "True",
                                                     "lastTransitionTime": now_rfc3339()}]}]}})
-
-    def _create(self, rt, obj: dict) -> None:
-        try:
-            self.store.create(rt, obj)
-        except errors.ApiError as exc:
-            if exc.code != 409:  # e.g. the namespace is terminating: the operator logs and requeues
-                log.info("codeflare: creating %s %s failed: %s", rt.kind, obj["metadata"]["name"], exc.message)

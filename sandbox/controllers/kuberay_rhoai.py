@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-import time
 
 from ..apiserver import errors
 from ..certs import ca_keypair, issue
 from .base import log, owner_ref, set_condition
+from .rayplatform import RayPlatform
 
 ANNOTATION = "odh.ray.io/secure-trusted-network"
 FINALIZER = "ray.io/authentication-resources"
@@ -110,13 +110,12 @@ def sidecar(name: str) -> dict:
             "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}, "limits": {"cpu": "200m", "memory": "100Mi"}}}
 
 
-class RhoaiKubeRay:
+class RhoaiKubeRay(RayPlatform):
     """The webhook and the authentication and mTLS controllers of RHOAI 3.x's KubeRay, called
     from the RayCluster controller's pass (kuberay.py) as the `platform` hooks."""
 
     def __init__(self, store, registry, faults):
-        self.store, self.registry, self.faults = store, registry, faults
-        self.rc_t = registry.get("ray.io", "rayclusters")
+        super().__init__(store, registry, faults)
         self.secret_t = registry.get("", "secrets")
         self.sa_t = registry.get("", "serviceaccounts")
         self.cm_t = registry.get("", "configmaps")
@@ -124,7 +123,6 @@ class RhoaiKubeRay:
         self.svc_t = registry.get("", "services")
         self.route_t = registry.get("gateway.networking.k8s.io", "httproutes")
         self.grant_t = registry.get("gateway.networking.k8s.io", "referencegrants")
-        self._deleting_since: dict[str, float] = {}  # uid -> when the controller first saw the deletionTimestamp
         self._clusters: dict[str, tuple[str, str]] = {}  # uid -> (ns, name), for the mTLS cleanup once gone
         self._issued: dict[str, tuple] = {}  # secret (ns/name) -> the SANs its certificate was issued for
 
@@ -162,9 +160,9 @@ class RhoaiKubeRay:
 
     def forget(self, live_uids: set[str]) -> None:
         """cleanupMTLSResources for clusters that are gone: their TLS secrets (the CA's too)."""
+        super().forget(live_uids)
         for uid in [u for u in self._clusters if u not in live_uids]:
             ns, name = self._clusters.pop(uid)
-            self._deleting_since.pop(uid, None)
             doomed = [head_secret_name(name), worker_secret_name(name)]
             doomed += [s["metadata"]["name"] for s in self.store.list(self.secret_t, ns)[0]
                        if (s["metadata"].get("labels") or {}).get(CLUSTER_LABEL) == name
@@ -229,8 +227,7 @@ class RhoaiKubeRay:
         meta = rc["metadata"]
         if FINALIZER not in (meta.get("finalizers") or []):
             return rc
-        since = self._deleting_since.setdefault(meta["uid"], time.monotonic())
-        if time.monotonic() - since < self.faults.platform("finalizer_delay_s"):
+        if not self._finalizer_due(rc):
             return rc
         ns, name = meta["namespace"], meta["name"]
         others = [o for o in self.store.list(self.rc_t, ns)[0] if o["metadata"]["uid"] != meta["uid"] and enabled(o)]
@@ -245,10 +242,7 @@ class RhoaiKubeRay:
                 if exc.code != 404:
                     log.info("kuberay auth: deleting %s %s/%s failed: %s", rt.kind, where, what, exc.message)
 
-        def drop(o):
-            o["metadata"]["finalizers"] = [f for f in o["metadata"].get("finalizers") or [] if f != FINALIZER]
-        self._deleting_since.pop(meta["uid"], None)
-        return self.store.mutate(self.rc_t, ns, name, drop)
+        return self._drop_finalizer(rc, FINALIZER)
 
     def _ensure(self, rt, rc: dict, name: str, body: dict, labels: dict | None = None) -> None:
         ns = rc["metadata"]["namespace"]
@@ -357,13 +351,6 @@ class RhoaiKubeRay:
                 o["data"] = data
             self.store.mutate(self.secret_t, ns, secret, fn)
         self._issued[key] = want
-
-    def _create(self, rt, obj: dict) -> None:
-        try:
-            self.store.create(rt, obj)
-        except errors.ApiError as exc:
-            if exc.code != 409:  # e.g. the namespace is terminating: the controller logs and requeues
-                log.info("kuberay (rhoai): creating %s %s failed: %s", rt.kind, obj["metadata"]["name"], exc.message)
 
 
 def _b64(data: bytes) -> str:
