@@ -48,7 +48,7 @@ def _print_info(info: dict, as_json: bool) -> None:
     print(f"kubeconfig: {info['kubeconfig']}")
     print(f"kubeconfig (pipeline-runner): {info['kubeconfig_pipeline_runner']}")
     print(f"API:        {info['api']}")
-    print(f"pipelines:  {info['pipelines_api']} (the DSPA route: KFP v2beta1 behind oauth-proxy; the kubeconfig's token)")
+    print(f"pipelines:  {info['pipelines_api']} (the DSPA route: KFP v2beta1 behind {info.get('pipelines_proxy', 'oauth-proxy')}; the kubeconfig's token)")
     print(f"S3:         {info['s3_endpoint']} (bucket {info['s3_bucket']}, data connection secret {info['data_connection']})")
     print(f"namespace:  {info['namespace']}  local queue: {info['local_queue']}")
     print(f"platform:   {info.get('platform')} (kfp-ray-sandbox up --platform; sandbox/platforms.py)")

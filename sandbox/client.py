@@ -23,9 +23,9 @@ class SandboxClient:
     def _token(self, kubeconfig: str) -> str:
         return yaml.safe_load(Path(kubeconfig).read_text())["users"][0]["user"]["token"]
 
-    def token(self) -> str:
-        """The admin's bearer token (what `oc whoami -t` gives a user)."""
-        return self._token(self.info["kubeconfig"])
+    def token(self, as_pipeline_runner: bool = False) -> str:
+        """The admin's bearer token (what `oc whoami -t` gives a user), or pipeline-runner's."""
+        return self._token(self.info["kubeconfig_pipeline_runner" if as_pipeline_runner else "kubeconfig"])
 
     def api_client(self, as_pipeline_runner: bool = False):
         """A kubernetes ApiClient for the admin, or for the pipeline-runner service account."""

@@ -44,7 +44,7 @@ from .controllers.serviceaccounts import ServiceAccountsController
 from .faults import Faults
 from .gateway import Gateway
 from .network import Network
-from .pipelines_api.server import DSPA, OAuthProxy, PipelinesApi
+from .pipelines_api.server import DSPA, KubeRbacProxy, OAuthProxy, PipelinesApi
 from .pipelines_api.server import ROUTE as DSPA_ROUTE
 from .pipelines_api.workflow import STORAGE_SECRET, Engine
 from .platforms import platform as platform_profile
@@ -200,8 +200,10 @@ class Sandbox:
                              namespace=NAMESPACE, s3_endpoint=self.s3.endpoint)
         self.pipelines_api.engine = self.engine
         self.pipelines_api.start_scheduler()
-        self.pipelines_http = HttpServer(OAuthProxy(self.pipelines_api, self.auth, NAMESPACE, policy=self.api.policy), port=free_port(),
-                                         tls=self.ca.server_context())
+        # the DSPA route's proxy: kube-rbac-proxy on 3.x, oauth-proxy on 2.x
+        proxy = KubeRbacProxy if self.platform.pipelines_proxy == "kube-rbac-proxy" else OAuthProxy
+        self.pipelines_http = HttpServer(proxy(self.pipelines_api, self.auth, NAMESPACE, policy=self.api.policy),
+                                         port=free_port(), tls=self.ca.server_context())
         self.pipelines_http.start()
         self._publish_dspa()
         admin_cfg = self.state_dir / "kubeconfig"
@@ -215,7 +217,7 @@ class Sandbox:
                      "namespace": NAMESPACE, "s3_endpoint": self.s3.endpoint, "s3_bucket": BUCKET,
                      "data_connection": DATA_CONNECTION, "local_queue": local_queue_of(self.bootstrap),
                      "audit_log": str(self.state_dir / "audit.log"), "state_dir": str(self.state_dir),
-                     "platform": self.platform.name,
+                     "platform": self.platform.name, "pipelines_proxy": self.platform.pipelines_proxy,
                      "pid": os.getpid()}
         (self.state_dir / INFO_FILE).write_text(json.dumps(self.info, indent=2) + "\n")
         return self.info

@@ -14,8 +14,10 @@ Each profile names what that release runs for RayClusters, as read from the Red 
   containers, `ray.openshift.ai/oauth-finalizer`; controllers/codeflare.py) beside KubeRay
   v1.4.0, which has none of the controllers above (rhoai-2.25 @ 90c418d).
 
-Kueue (v0.11.6's API and behaviour) and the pipelines server (KFP v2beta1 behind oauth-proxy)
-are the same in both profiles today; docs/sandbox.md says what that leaves out.
+The DSPA route's proxy differs too: kube-rbac-proxy on 3.x (a SubjectAccessReview on
+datasciencepipelinesapplications/api), oauth-proxy on 2.x (pipelines_api/server.py). Kueue
+(v0.11.6's API and behaviour) and the KFP API server's acceptance are the same in both profiles
+today; docs/sandbox.md says what that leaves out.
 """
 
 from __future__ import annotations
@@ -31,15 +33,16 @@ class Platform:
     ray_security: str  # who secures a RayCluster: "codeflare" (2.x) or "kuberay" (3.x)
     ray_finalizer: str  # the finalizer that holds a deleted RayCluster while its auth objects go
     head_sidecar: str  # the auth proxy container added to the Ray head
+    pipelines_proxy: str  # the auth proxy in front of the DSPA's API route
     kueue: str
     kfp_backend: str
 
 
 PLATFORMS = {
     "rhoai-3.3": Platform("rhoai-3.3", "3.3", "v1.4.4 (v1.4.2 code)", "kuberay", "ray.io/authentication-resources",
-                          "kube-rbac-proxy", "v0.11.6 (API)", "2.14.3"),
+                          "kube-rbac-proxy", "kube-rbac-proxy", "v0.11.6 (API)", "2.14.3"),
     "rhoai-2.25": Platform("rhoai-2.25", "2.25", "v1.4.0", "codeflare", "ray.openshift.ai/oauth-finalizer",
-                           "oauth-proxy", "v0.11.6", "2.5.0"),
+                           "oauth-proxy", "oauth-proxy", "v0.11.6", "2.5.0"),
 }
 DEFAULT_PLATFORM = "rhoai-3.3"
 

@@ -8,7 +8,17 @@ operator deploys it, rhoai-2.25: --openshift-delegate-urls {"/": get routes/ds-p
   there is no 401. kfp.Client raises nothing for it (an HTML body reads as an empty model, or a
   403 ApiException), so callers must tell a login page from the API;
 - /oauth/healthz answers 200 "OK" unauthenticated; /oauth/start redirects to the cluster's
-  OAuth server. RHOAI 3.x's kube-rbac-proxy answers 401/403 in plain text instead.
+  OAuth server.
+RHOAI 3.x's is kube-rbac-proxy (KubeRbacProxy; data-science-pipelines-operator rhoai-3.3,
+config/internal/apiserver/default/deployment.yaml.tmpl and its kube-rbac-proxy ConfigMap):
+- a SubjectAccessReview for the token's user on datasciencepipelinesapplications/api, named
+  the DSPA, in its namespace, the verb from the HTTP method (GET get, POST create, PUT update,
+  PATCH patch, DELETE delete); the pipeline-runner Role has no such rule, so a task's own
+  account is refused;
+- no token or an unknown one: 401 "Unauthorized"; denied: 403 "Forbidden (user=..., verb=...,
+  resource=datasciencepipelinesapplications, subresource=api)", both text/plain;
+- --ignore-paths /healthz, /apis/v1beta1/healthz, /metrics go through unauthenticated (not
+  v2beta1's healthz, which kfp-ray's check therefore uses as the token's test).
 """
 
 from __future__ import annotations
@@ -315,6 +325,33 @@ class PipelinesApi:
 
 def _recurring(rr: dict) -> dict:
     return to_json("V2beta1RecurringRun", {k: v for k, v in rr.items() if not k.startswith("_")})
+
+
+class KubeRbacProxy:
+    """RHOAI 3.x's kube-rbac-proxy in front of `upstream` (module docstring)."""
+
+    IGNORED = ("/healthz", "/apis/v1beta1/healthz", "/metrics")
+    VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+    def __init__(self, upstream, authenticator, namespace: str, dspa: str = DSPA, policy=None):
+        self.upstream, self.auth, self.namespace, self.dspa, self.policy = upstream, authenticator, namespace, dspa, policy
+
+    def __call__(self, environ, start_response):
+        request = Request(environ)
+        if request.path in self.IGNORED:
+            return self.upstream(environ, start_response)
+        who = self.auth.identify(request.headers.get("Authorization"))
+        if who is None:
+            return Response("Unauthorized\n", status=401, content_type="text/plain; charset=utf-8")(environ, start_response)
+        verb = self.VERBS.get(request.method, request.method.lower())
+        allowed, _ = authorize(who, {"verb": verb, "group": "datasciencepipelinesapplications.opendatahub.io",
+                                     "resource": "datasciencepipelinesapplications", "subresource": "api",
+                                     "name": self.dspa, "namespace": self.namespace}, self.policy)
+        if not allowed:
+            text = (f"Forbidden (user={who.user}, verb={verb}, resource=datasciencepipelinesapplications, "
+                    "subresource=api)\n")
+            return Response(text, status=403, content_type="text/plain; charset=utf-8")(environ, start_response)
+        return self.upstream(environ, start_response)
 
 
 class OAuthProxy:

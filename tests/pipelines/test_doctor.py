@@ -150,7 +150,7 @@ def test_a_token_the_route_refuses_fails_the_api_check(doctor, monkeypatch):
     monkeypatch.setenv("KFP_TOKEN", "sha256~revoked")
     code, lines = doctor()
     assert code == 1 and lines["pipelines route"].startswith("PASS")
-    assert lines["pipelines API"].startswith("FAIL ") and "answered the OpenShift login page" in lines["pipelines API"]
+    assert lines["pipelines API"].startswith("FAIL ") and "(401 Unauthorized)" in lines["pipelines API"]  # kube-rbac-proxy
 
 
 def test_a_namespace_without_a_dspa_or_pipeline_runner_rights_fails_those_checks(doctor, box):

@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 from kfp_ray.pipelines import connection
 from kfp_ray.pipelines.__main__ import main
 
-from ..helpers import eventually
+from ..helpers import eventually, on_platforms
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,7 +93,9 @@ def conn(box, token, ca=True, host=None) -> connection.Connection:
     return connection.Connection(host or box.info["pipelines_api"], token, box.info["ca_file"] if ca else None, "a test")
 
 
+@on_platforms("rhoai-2.25")
 def test_no_token_or_a_refused_one_gets_the_login_page_explained(box):
+    """RHOAI 2.x's oauth-proxy answers the login page, never a 401."""
     for token in (None, "sha256~expired-or-revoked-token"):
         with pytest.raises(connection.ConnectionProblem) as exc:
             connection.check(conn(box, token))
@@ -101,6 +103,21 @@ def test_no_token_or_a_refused_one_gets_the_login_page_explained(box):
         assert "oc login" in str(exc.value)
         assert ("was not accepted (expired, revoked" if token else "no token was sent") in str(exc.value)
         assert token is None or token not in str(exc.value)
+
+
+def test_rhoai_3s_proxy_refuses_a_missing_or_unknown_token_and_forbids_a_task_account(box, sbx):
+    """RHOAI 3.x's kube-rbac-proxy: 401 in plain text, each said with its fix; pipeline-runner
+    (a task's account) has no datasciencepipelinesapplications/api rule: 403, named."""
+    assert box.platform.pipelines_proxy == "kube-rbac-proxy"
+    for token in (None, "sha256~expired-or-revoked-token"):
+        with pytest.raises(connection.ConnectionProblem) as exc:
+            connection.check(conn(box, token))
+        assert "(401 Unauthorized)" in str(exc.value) and "oc login" in str(exc.value)
+        assert token is None or token not in str(exc.value)
+    with pytest.raises(connection.ConnectionProblem) as exc:
+        connection.check(conn(box, sbx.token(as_pipeline_runner=True)))
+    assert "(403: Forbidden (user=system:serviceaccount:sandbox:pipeline-runner-dspa, verb=get" in str(exc.value)
+    assert "ds-pipeline-user-access-<dspa>" in str(exc.value)
 
 
 def test_a_login_page_served_with_200_is_told_apart_from_the_api(box, tmp_path):
@@ -144,7 +161,7 @@ def test_the_command_line_says_the_problem_in_one_line_without_the_token(box, tm
            "KFP_CA_BUNDLE": box.info["ca_file"]}
     r = subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "runs", "list", "--token-file", str(token_file)],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1 and r.stderr.startswith("error: ") and "login page" in r.stderr, r.stderr
+    assert r.returncode == 1 and r.stderr.startswith("error: ") and "(401 Unauthorized)" in r.stderr, r.stderr
     assert "not-a-valid-token" not in r.stdout + r.stderr and "Traceback" not in r.stderr
     with pytest.raises(SystemExit) as exc:  # there is no option that takes the token itself
         main(["runs", "list", "--token", "sha256~x"])

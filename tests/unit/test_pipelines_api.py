@@ -194,3 +194,35 @@ def test_a_run_without_a_name_or_a_spec_is_refused(server):
         with pytest.raises(urllib.error.HTTPError) as exc:
             urllib.request.urlopen(req, timeout=10)
         assert exc.value.code == 400 and says in json.loads(exc.value.read())["message"]
+
+
+def test_rhoai_3s_kube_rbac_proxy_asks_for_the_dspa_api_role_and_answers_in_plain_text():
+    """RHOAI 3.x (DSPO rhoai-3.3): 401 without a known token, 403 naming the verb for one
+    without datasciencepipelinesapplications/api (pipeline-runner has none), the API for one
+    with it; the ignored paths need no token."""
+    from kfp_ray_sandbox.pipelines_api.server import KubeRbacProxy
+
+    auth = Authenticator(NS)
+    http = HttpServer(KubeRbacProxy(PipelinesApi(NS), auth, NS), port=free_port())
+    http.start()
+    try:
+        def get(path, token=None, method="GET"):
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            req = urllib.request.Request(f"{http.url}{path}", headers=headers, method=method)
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    return r.status, r.headers["Content-Type"], r.read().decode()
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.headers["Content-Type"], exc.read().decode()
+
+        for token in (None, "not-a-token"):
+            assert get("/apis/v2beta1/healthz", token)[:3] == (401, "text/plain; charset=utf-8", "Unauthorized\n")
+        code, kind, text = get("/apis/v2beta1/pipelines", auth.pipeline_runner.token, method="POST")
+        assert (code, kind) == (403, "text/plain; charset=utf-8")
+        assert text == (f"Forbidden (user={auth.pipeline_runner.user}, verb=create, "
+                        "resource=datasciencepipelinesapplications, subresource=api)\n")
+        code, _, text = get("/apis/v2beta1/healthz", auth.admin.token)
+        assert code == 200 and json.loads(text)  # the API itself
+        assert get("/apis/v1beta1/healthz")[0] != 401  # --ignore-paths: the API answers, whatever it says
+    finally:
+        http.stop()
