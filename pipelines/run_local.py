@@ -60,8 +60,22 @@ def cmd_run(args) -> int:
           "Pipelines)", flush=True)
     # SIGTERM unwinds like Ctrl-C; the sandbox's watchdog stops its pods (the tasks, the Ray
     # nodes) and removes its temp dirs if this process dies however it dies
-    with sigterm_as_interrupt(), Sandbox(platform=plat.name) as box, owned_tempdir(box.watchdog):
-        return _run(args, box, compiled, params, inputs, started)
+    with sigterm_as_interrupt(), Sandbox(platform=plat.name) as box, owned_tempdir(box.watchdog) as tmp:
+        return _run(args, box, _for_release(compiled, plat.rhoai, Path(tmp)), params, inputs, started)
+
+
+def _for_release(compiled: Path, rhoai: str, tmp: Path) -> Path:
+    """The YAML as a user of that release uploads it: for RHOAI 2.x `compile --rhoai` rewrites
+    what its KFP 2.5 does not take (pipelines/compat.py); 3.x takes compiled/ as it is."""
+    from . import compat
+
+    todo = compat.needs(compat.parse_version(rhoai), "")
+    if not todo:
+        return compiled
+    print(f"==> RHOAI {rhoai}: the YAML as `kfp-ray compile --rhoai {rhoai}` writes it ({', '.join(todo)})", flush=True)
+    out = tmp / compiled.name
+    out.write_text(compat.rewrite(compiled.read_text(), todo))
+    return out
 
 
 def _run(args, box, compiled: Path, params: dict, inputs: dict, started: float) -> int:
@@ -78,7 +92,8 @@ def _run(args, box, compiled: Path, params: dict, inputs: dict, started: float) 
     conn = Connection(box.info["pipelines_api"], sbx.token(), box.info["ca_file"], "the sandbox")
     connection.check(conn)
     client = conn.client()
-    print(f"==> uploading {compiled.relative_to(registry.ROOT)} to the Data Science Pipelines server", flush=True)
+    shown = compiled.relative_to(registry.ROOT) if compiled.is_relative_to(registry.ROOT) else compiled.name
+    print(f"==> uploading {shown} to the Data Science Pipelines server", flush=True)
     # kfp prints links to a dashboard the sandbox does not have: not shown
     with contextlib.redirect_stdout(io.StringIO()):
         pipeline = client.upload_pipeline(str(compiled), pipeline_name=args.name)

@@ -195,7 +195,7 @@ class Sandbox:
         self.kubelet.api_endpoint, self.kubelet.ca_pem = self.api.http.address, self.ca.ca_pem
         self.kubelet.service_account_token = self.auth.service_account_token
         # the DSPA's Route: its oauth-proxy in front of the KFP API server (pipelines_api/)
-        self.pipelines_api = PipelinesApi(NAMESPACE)
+        self.pipelines_api = PipelinesApi(NAMESPACE, server=self.platform.name)
         self.engine = Engine(self.pipelines_api.store, _Pods(self), self.s3.client(), bucket=BUCKET,
                              namespace=NAMESPACE, s3_endpoint=self.s3.endpoint)
         self.pipelines_api.engine = self.engine

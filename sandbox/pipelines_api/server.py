@@ -95,10 +95,10 @@ def _rules() -> Map:
 class PipelinesApi:
     """The KFP API server (upstream of the proxy): a WSGI app."""
 
-    def __init__(self, namespace: str, engine=None):
+    def __init__(self, namespace: str, engine=None, server: str | None = None):
         """`engine` executes runs (workflow.Engine: start, terminate, delete); None: runs stay
         PENDING (the API alone, for tests of the API)."""
-        self.store = PipelineStore(namespace)
+        self.store = PipelineStore(namespace, server)
         self.map = _rules()
         self.engine = engine
         self.scheduler = None  # schedule.Scheduler, started with the sandbox (start_scheduler)

@@ -29,8 +29,11 @@ def parse_package(text: str, filename: str = "") -> dict:
 
 
 class PipelineStore:
-    def __init__(self, namespace: str):
+    def __init__(self, namespace: str, server: str | None = None):
+        """`server`: the release whose KFP API server this plays (platform_spec.py), None: no
+        release's checks of the kfp-kubernetes settings."""
         self.namespace = namespace
+        self.server = server
         self.lock = threading.RLock()
         self.pipelines: dict[str, dict] = {}
         self.versions: dict[str, dict] = {}
@@ -128,6 +131,7 @@ class PipelineStore:
             raise invalid("Invalid input error: The run name is empty. Please specify a valid name")
         with self.lock:
             ref, spec, experiment = self._source(body, "Failed to create a run due to empty pipeline spec manifest")
+            self._compile_platform_spec(spec)
             created = now()
             run = {"run_id": str(uuid.uuid4()), "experiment_id": experiment["experiment_id"], "display_name": name,
                    "description": body.get("description") or "", "storage_state": "AVAILABLE",
@@ -139,6 +143,21 @@ class PipelineStore:
                    "state_history": [{"update_time": created, "state": "PENDING"}]}
             self.runs[run["run_id"]] = run
             return run
+
+    def _compile_platform_spec(self, spec: dict) -> None:
+        """The Argo compiler's strict parse of each executor's kfp-kubernetes settings, on a
+        release where an unknown field fails the run's creation (platform_spec.py)."""
+        from .platform_spec import STRICT, executors, unknown_fields
+
+        if not self.server or not STRICT[self.server]:
+            return
+        for label, config in sorted(executors(spec if "pipeline_spec" in spec else {}).items()):
+            bad = unknown_fields(config, self.server)
+            if bad:
+                raise ApiError("INTERNAL", "Failed to create a run: InternalServerError: Failed to compile the pipeline "
+                                           f"for executor {label}: failed to unmarshal kubernetes config: proto: unknown "
+                                           f"field \"{bad[0].rsplit('.', 1)[-1]}\" ({bad[0]}; this server's KFP does "
+                                           "not know it)")
 
     def _source(self, body: dict, failure: str) -> tuple[dict, dict, dict]:
         """What a run or recurring run executes and where it is filed, as CreateRun and

@@ -41,7 +41,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import dag
+from . import dag, platform_spec
 from .dag import CANCELED, FAILED, PENDING, RUNNING, SKIPPED, SUCCEEDED, Node
 from .wire import now
 
@@ -118,8 +118,7 @@ class Engine:
     def start(self, run: dict) -> None:
         spec = self.store.spec_of(run)
         pipeline_spec = spec["pipeline_spec"]
-        executors = (((spec.get("platform_spec") or {}).get("platforms") or {}).get("kubernetes") or {}).get(
-            "deploymentSpec", {}).get("executors", {})
+        executors = self._as_compiled(platform_spec.executors(spec))
         name = pipeline_spec.get("pipelineInfo", {}).get("name", "pipeline")
         root = ((run.get("runtime_config") or {}).get("pipeline_root") or pipeline_spec.get("defaultPipelineRoot")
                 or self.default_root).rstrip("/")
@@ -128,6 +127,16 @@ class Engine:
         with self.lock:
             self.executions[run["run_id"]] = ex
         threading.Thread(target=self._main, args=(ex,), daemon=True, name=f"run-{run['run_id'][:8]}").start()
+
+    def _as_compiled(self, executors: dict) -> dict:
+        """What the release's Argo compiler keeps of each executor's settings: on 2.x (lenient)
+        a config with a field it does not know loses its pod labels and annotations."""
+        server = getattr(self.store, "server", None)
+        if not server or platform_spec.STRICT[server]:
+            return executors
+        return {label: ({k: v for k, v in config.items() if k != "podMetadata"}
+                        if platform_spec.unknown_fields(config, server) else config)
+                for label, config in executors.items()}
 
     def terminate(self, run_id: str) -> None:
         ex = self.executions.get(run_id)

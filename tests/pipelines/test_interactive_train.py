@@ -22,6 +22,8 @@ def test_interactive_train_through_the_cli(tmp_path, platform):
     out = run.stdout
     assert "interactive_train: SUCCEEDED" in out
     assert f"platform: {platform} " in out  # the summary names the release the sandbox played
+    # a 2.25 user uploads the `compile --rhoai 2.25` YAML (no secretAsEnv `optional`: KFP 2.5 knows none)
+    assert ("the YAML as `kfp-ray compile --rhoai 2.25` writes it (strip-optional)" in out) == (platform == "rhoai-2.25")
     # the driver connected by the head Service's DNS name, with a certificate from the cluster's CA
     assert re.search(r"run-ray-driver \| \[kfp-ray\] mTLS: client certificate signed by RayCluster \S+'s CA", out)
     assert re.search(r"connecting to ray://ray-\S+-head-svc\.sandbox\.svc:10001 as a Ray client", out)

@@ -22,6 +22,8 @@ def test_xgboost_tune_through_the_cli(tmp_path, platform):
     out = run.stdout
     assert "xgboost_tune: SUCCEEDED" in out
     assert f"platform: {platform} " in out  # the summary names the release the sandbox played
+    # a 2.25 user uploads the `compile --rhoai 2.25` YAML (no secretAsEnv `optional`: KFP 2.5 knows none)
+    assert ("the YAML as `kfp-ray compile --rhoai 2.25` writes it (strip-optional)" in out) == (platform == "rhoai-2.25")
     # local_queue left empty: the CLI passes the project's default LocalQueue (the seed layout has no `default`)
     assert "==> local_queue=local-queue-test: the default LocalQueue of sandbox (annotated" in out
     assert "queued: waiting" in out or "admitted by Kueue" in out  # live progress: queue, start, job logs
