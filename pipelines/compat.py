@@ -1,8 +1,12 @@
 """Compiled YAML for older Data Science Pipelines servers (`compile --rhoai VERSION`).
 
-kfp-kubernetes 2.17 writes `optional` on every secretAsEnv entry, and KFP backends before
+kfp-kubernetes 2.17 writes `optional` on every secretAsEnv entry. Upstream KFP backends before
 2.15 refuse the whole run ('unknown field "optional" in kfp_kubernetes.SecretAsEnv',
-kubeflow/pipelines#12495): as compiled, the YAML needs RHOAI 3.0 or newer. For an older
+kubeflow/pipelines#12495; RHOAI 3.x's 2.14.3 carries the fix, #12216); RHOAI 2.x's 2.5.0 takes
+the run but ignores `optional` (its driver discards the field: a data connection without
+AWS_DEFAULT_REGION then fails the task's pod) and that executor's pod metadata (its Argo
+compiler's parse fails quietly; red-hat-data-services/data-science-pipelines rhoai-2.25,
+backend/src/v2/compiler/argocompiler/container.go): as compiled, the YAML needs RHOAI 3.0 or newer. For an older
 server this rewrites the compiled YAML: the `optional` keys go (and with them the optional
 AWS_DEFAULT_REGION entries: the tasks default to us-east-1), and where the server ignores a
 secret name taken from a pipeline parameter (RHOAI 2.19: secretNameParameter is read from
