@@ -113,7 +113,8 @@ def sandboxes(tmp_path_factory):
     with contextlib.ExitStack() as stack:
         def get(platform: str) -> Sandbox:
             if platform not in started:
-                sb = Sandbox(tmp_path_factory.mktemp(f"sandbox-{platform}"), platform=platform)
+                # `sandbox<N>`: the owner-death tests find a pytest owner's sandbox as sandbox0
+                sb = Sandbox(tmp_path_factory.mktemp("sandbox"), platform=platform)
                 sb.start()
                 _RUNNING.append(sb)
                 stack.callback(sb.stop)

@@ -169,7 +169,44 @@ def cmd_details(args) -> int:
 
 
 def _dashboard(rc: dict) -> str:
-    """The dashboard's Route (what the CodeFlare SDK's cluster_dashboard_uri gives)."""
+    """The dashboard's address as the CodeFlare SDK's cluster_dashboard_uri finds it: RHOAI 3.x
+    publishes it as KubeRay's HTTPRoute on the data-science-gateway, 2.x as the CodeFlare
+    operator's Route `ray-dashboard-<name>`. Empty when neither is readable (yet)."""
+    return _gateway_dashboard(rc) or _route_dashboard(rc)
+
+
+GATEWAY_GROUP = ("gateway.networking.k8s.io", "v1")
+PLATFORM_NAMESPACES = ("redhat-ods-applications", "opendatahub")  # where KubeRay puts the HTTPRoutes (3.x)
+
+
+def _gateway_dashboard(rc: dict) -> str:
+    """`https://<the Gateway listener's hostname>/ray/<ns>/<name>` from the cluster's HTTPRoute
+    (red-hat-data-services/kuberay rhoai-3.3 authentication_controller.go ensureHttpRoute)."""
+    from kfp_ray import kube
+
+    ns, name = rc["metadata"]["namespace"], rc["metadata"]["name"]
+    selector = f"ray.io/cluster-name={name},ray.io/cluster-namespace={ns}"
+    for where in PLATFORM_NAMESPACES:
+        try:
+            routes = kube.custom().list_namespaced_custom_object(*GATEWAY_GROUP, where, "httproutes", label_selector=selector,
+                                                                 _request_timeout=30)["items"]
+        except Exception:  # noqa: BLE001 - no Gateway API (2.x), or not readable by this user
+            continue
+        for route in routes:
+            parent = ((route.get("spec") or {}).get("parentRefs") or [{}])[0]
+            try:
+                gateway = kube.custom().get_namespaced_custom_object(
+                    *GATEWAY_GROUP, parent.get("namespace", where), "gateways", parent.get("name", ""), _request_timeout=30)
+            except Exception:  # noqa: BLE001
+                continue
+            host = next((li.get("hostname") for li in (gateway.get("spec") or {}).get("listeners") or []
+                         if li.get("hostname")), "")
+            if host:
+                return f"https://{host}/ray/{ns}/{name}"
+    return ""
+
+
+def _route_dashboard(rc: dict) -> str:
     from kfp_ray import kube
 
     try:

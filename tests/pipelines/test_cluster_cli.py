@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client as k8s
 
 from .. import helpers
-from ..helpers import eventually
+from ..helpers import eventually, on_platforms
 
 pytestmark = pytest.mark.ray
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,13 +26,17 @@ def cli(box, *args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@on_platforms()
 def test_up_status_details_list_down(box, sbx):
     up = cli(box, "up", "demo0", "--num-workers", "0", "--head-memory", "1Gi", "--local-queue", box.info["local_queue"])
     assert up.returncode == 0, up.stdout + up.stderr
     assert "admitted by Kueue" in up.stdout and "RayCluster demo0 is ready in sandbox: dashboard http://" in up.stdout
     assert cli(box, "status", "demo0").stdout.strip() == "demo0: ready"
     details = cli(box, "details", "demo0").stdout
-    assert f"queue:      {box.info['local_queue']}" in details and "dashboard:  http://" in details
+    # the dashboard as the SDK finds it: KubeRay's HTTPRoute on the data-science-gateway (3.x), the Route (2.x)
+    dashboard = {"rhoai-3.3": f"dashboard:  {box.gateway_http.url if box.gateway_http else ''}/ray/sandbox/demo0\n",
+                 "rhoai-2.25": "dashboard:  http://"}[box.platform.name]
+    assert f"queue:      {box.info['local_queue']}" in details and dashboard in details, details
     assert "resources:  cpu 1, memory 1Gi, 1 pod" in details and "Running  " in details
     listed = cli(box, "list").stdout.splitlines()
     row = next(li for li in listed if li.startswith("demo0 "))
