@@ -42,6 +42,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BUDGET_S = 10.0  # the issue's, from the signal to nothing left: reported, not asserted
 EXIT_TIMEOUT_S = 180.0  # a generous bound on the owner's and its watchdog's exits (a hang, not a slow machine)
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "SIGKILL": signal.SIGKILL}
+# exec argv[1:] with SIGINT at its default (Owner.launch); the pid stays the owner's
+AS_FROM_A_TERMINAL = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                      "os.execvp(sys.argv[1], sys.argv[1:])")
 JOB_MARKER = "KRO-JOB-" + "RUNNING"  # printed by the job; the entrypoint's echo must not match it
 NUL = b"\0"
 
@@ -157,8 +160,12 @@ class Owner:
         self.state_dir: Path | None = None
 
     def launch(self, args: list[str], **extra) -> None:
+        """Start the owner as from a terminal: SIGINT at its default whatever this test process
+        inherited (a suite started in the background, or under nohup, ignores SIGINT, and an
+        ignored signal stays ignored across exec: the owner would never see the Ctrl-C)."""
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(args, cwd=ROOT, env=env_for(self.tmpdir, **self.guard, **extra), stdout=out,
+            self.proc = subprocess.Popen([sys.executable, "-c", AS_FROM_A_TERMINAL, *args], cwd=ROOT,
+                                         env=env_for(self.tmpdir, **self.guard, **extra), stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         self.pid = self.proc.pid
 
