@@ -144,35 +144,40 @@ class Doctor:
     def api_group(self, name, group, version, resources, fix) -> Check:
         if self.api is None:
             return self._skipped(name)
-        from kubernetes import client
 
         try:
-            served = {r.name for r in client.CustomObjectsApi(self.api).get_api_resources(
-                group, version, _request_timeout=TIMEOUT).resources}
+            served = self._served(group, version)
         except Exception as exc:  # noqa: BLE001
-            if getattr(exc, "status", 0) == 404:
-                return Check(name, "FAIL", f"{group}/{version} is not served", fix)
             return Check(name, "FAIL", _why(exc), fix)
+        if served is None:
+            return Check(name, "FAIL", f"{group}/{version} is not served", fix)
         missing = [r for r in resources if r not in served]
         if missing:
             return Check(name, "FAIL", f"{group}/{version} lacks {', '.join(missing)}", fix)
         return Check(name, "PASS", f"{group}/{version}: {', '.join(resources)}")
 
+    def _served(self, group: str, version: str) -> set[str] | None:
+        """The resources discovery lists for group/version; None when it is not served."""
+        from kubernetes import client
+
+        try:
+            return {r.name for r in client.CustomObjectsApi(self.api).get_api_resources(
+                group, version, _request_timeout=TIMEOUT).resources}
+        except Exception as exc:  # noqa: BLE001
+            if getattr(exc, "status", 0) == 404:
+                return None
+            raise
+
     def platform(self) -> Check:
         """Which OpenShift AI release this is, from the APIs it serves."""
         if self.api is None:
             return self._skipped("platform")
-        from kubernetes import client
-
         for group, version, resource, what in PLATFORMS:
             try:
-                served = {r.name for r in client.CustomObjectsApi(self.api).get_api_resources(
-                    group, version, _request_timeout=TIMEOUT).resources}
+                served = self._served(group, version)
             except Exception as exc:  # noqa: BLE001
-                if getattr(exc, "status", 0) == 404:
-                    continue
                 return Check("platform", "FAIL", _why(exc), "check that the cluster's API answers discovery")
-            if resource in served:
+            if resource in (served or ()):
                 return Check("platform", "PASS", what)
         return Check("platform", "FAIL", "neither the CodeFlare operator's API (OpenShift AI 2.x) nor the Gateway API "
                      "(3.x) is served", "kfp-ray runs on OpenShift AI 2.25 or 3.x with the ray component Managed "

@@ -29,20 +29,17 @@ from dataclasses import dataclass
 class Platform:
     name: str
     rhoai: str  # the release, as users name it
-    kuberay: str  # the KubeRay build's version
     ray_security: str  # who secures a RayCluster: "codeflare" (2.x) or "kuberay" (3.x)
     ray_finalizer: str  # the finalizer that holds a deleted RayCluster while its auth objects go
     head_sidecar: str  # the auth proxy container added to the Ray head
     pipelines_proxy: str  # the auth proxy in front of the DSPA's API route
-    kueue: str
-    kfp_backend: str
 
 
 PLATFORMS = {
-    "rhoai-3.3": Platform("rhoai-3.3", "3.3", "v1.4.4 (v1.4.2 code)", "kuberay", "ray.io/authentication-resources",
-                          "kube-rbac-proxy", "kube-rbac-proxy", "v0.11.6 (API)", "2.14.3"),
-    "rhoai-2.25": Platform("rhoai-2.25", "2.25", "v1.4.0", "codeflare", "ray.openshift.ai/oauth-finalizer",
-                           "oauth-proxy", "oauth-proxy", "v0.11.6", "2.5.0"),
+    "rhoai-3.3": Platform("rhoai-3.3", "3.3", "kuberay", "ray.io/authentication-resources", "kube-rbac-proxy",
+                          "kube-rbac-proxy"),
+    "rhoai-2.25": Platform("rhoai-2.25", "2.25", "codeflare", "ray.openshift.ai/oauth-finalizer", "oauth-proxy",
+                           "oauth-proxy"),
 }
 DEFAULT_PLATFORM = "rhoai-3.3"
 

@@ -215,30 +215,21 @@ class CodeFlareOperator(RayPlatform):
             return self._drop_finalizer(rc, FINALIZER) if self._finalizer_due(rc) else rc
         if rc is None or rc["metadata"].get("deletionTimestamp"):
             return rc
-        self._ensure(self.secret_t, rc, ca_secret_name(rc), lambda: {
+        labels = {CLUSTER_LABEL: name}
+        self._ensure(self.secret_t, rc, ca_secret_name(rc), labels=labels, body=lambda: {
             "type": "Opaque", "data": ca_secret_data()})
         if not (rc.get("spec") or {}).get("suspend"):
             self._ensure_route(rc)
             cookie = base64.b64encode(hashlib.sha1((name + uid).encode()).digest()).decode()
-            self._ensure(self.secret_t, rc, oauth_secret_name(rc), lambda: {
+            self._ensure(self.secret_t, rc, oauth_secret_name(rc), labels=labels, body=lambda: {
                 "type": "Opaque", "data": {"cookie_secret": base64.b64encode(cookie.encode()).decode()}})
             route = f"ray-dashboard-{name}"
-            self._ensure(self.sa_t, rc, oauth_sa_name(rc), lambda: {}, annotations={
+            self._ensure(self.sa_t, rc, oauth_sa_name(rc), dict, labels=labels, annotations={
                 "serviceaccounts.openshift.io/oauth-redirectreference.first":
                     '{"kind":"OAuthRedirectReference","apiVersion":"v1","reference":{"kind":"Route","name":"' + route + '"}}'})
         return rc
 
     # pod_gate and mutate_pod: none (2.x's KubeRay v1.4.0 creates pods at once; the webhook shaped them)
-
-    def _ensure(self, rt, rc: dict, name: str, body, annotations: dict | None = None) -> None:
-        ns = rc["metadata"]["namespace"]
-        if self.store.find(rt, ns, name) is not None:
-            return
-        obj = {"metadata": {"name": name, "namespace": ns, "labels": {CLUSTER_LABEL: rc["metadata"]["name"]},
-                            "ownerReferences": [owner_ref(rc)]}, **body()}
-        if annotations:
-            obj["metadata"]["annotations"] = annotations
-        self._create(rt, obj)
 
     def _ensure_route(self, rc: dict) -> None:
         ns, name = rc["metadata"]["namespace"], rc["metadata"]["name"]

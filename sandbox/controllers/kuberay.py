@@ -39,6 +39,7 @@ from ..apiserver.errors import ApiError
 from ..apiserver.store import now_rfc3339
 from .base import Controller, log, owner_ref, record_event
 from .kubelet import FOLD
+from .rayplatform import RayPlatform
 
 RECORDER = "raycluster-controller"
 MAX_INT32 = 2147483647
@@ -181,9 +182,10 @@ class KubeRayController(Controller):
 
     def __init__(self, store, registry, platform=None, max_real_workers: int = 2, head_cluster_ip: bool = True):
         """`platform`: what the RHOAI release adds around KubeRay's own pass: the CodeFlare
-        operator (codeflare.py, 2.x) or Red Hat's KubeRay controllers (kuberay_rhoai.py, 3.x)."""
+        operator (codeflare.py, 2.x) or Red Hat's KubeRay controllers (kuberay_rhoai.py, 3.x);
+        None: upstream KubeRay alone."""
         super().__init__(store, registry)
-        self.platform = platform
+        self.platform = platform or RayPlatform(store, registry, faults=None)
         self.max_real_workers = max_real_workers
         self.head_cluster_ip = head_cluster_ip
         self.rc_t = self.rt("ray.io", "rayclusters")
@@ -207,8 +209,7 @@ class KubeRayController(Controller):
                 log.exception("kuberay: RayCluster %s/%s", rc["metadata"]["namespace"], rc["metadata"]["name"])
         for uid in [u for u in self._retry if u not in live]:
             del self._retry[uid]
-        if self.platform is not None:
-            self.platform.forget(live)
+        self.platform.forget(live)
 
     # --- one cluster -------------------------------------------------------------
     def _pods(self, rc: dict, node_type: str | None = None, group: str | None = None) -> list[dict]:
@@ -230,10 +231,9 @@ class KubeRayController(Controller):
                 tuple(s["metadata"]["resourceVersion"] for s in self._head_services(rc)))
 
     def _reconcile_cluster(self, rc: dict) -> None:
-        if self.platform is not None:
-            rc = self.platform.reconcile(rc)
-            if rc is None:
-                return
+        rc = self.platform.reconcile(rc)
+        if rc is None:
+            return
         if rc["metadata"].get("deletionTimestamp"):
             return
         uid = rc["metadata"]["uid"]
@@ -310,7 +310,7 @@ class KubeRayController(Controller):
             return
         if suspending == "RayClusterSuspended" or rc["spec"].get("suspend"):
             return
-        why = self.platform.pod_gate(rc, None) if self.platform is not None else None
+        why = self.platform.pod_gate(rc, None)
         if why:
             raise ReconcileError(why)
         heads = self._pods(rc, "head")
@@ -396,13 +396,12 @@ class KubeRayController(Controller):
 
     def _create_pod(self, rc: dict, node_type: str, group_name: str, group: dict, fold: int) -> None:
         ns, name = rc["metadata"]["namespace"], rc["metadata"]["name"]
-        why = self.platform.pod_gate(rc, node_type) if self.platform is not None else None
+        why = self.platform.pod_gate(rc, node_type)
         if why == "WaitingForAuthentication":
             self._event(rc, "Normal", why, "Waiting for authentication resources to be ready before creating head pod")
             raise ReconcileError("waiting for authentication to be ready")
         pod = self._build_pod(rc, node_type, group_name, group, fold)
-        if self.platform is not None:
-            self.platform.mutate_pod(rc, pod["spec"], node_type)
+        self.platform.mutate_pod(rc, pod["spec"], node_type)
         try:
             made = self.store.create(self.pod_t, pod)
         except ApiError as exc:

@@ -41,7 +41,7 @@ import ipaddress
 
 from ..apiserver import errors
 from ..certs import ca_keypair, issue
-from .base import log, owner_ref, set_condition
+from .base import log, set_condition
 from .rayplatform import RayPlatform
 
 ANNOTATION = "odh.ray.io/secure-trusted-network"
@@ -146,10 +146,10 @@ class RhoaiKubeRay(RayPlatform):
             rc = self.store.mutate(self.rc_t, ns, name, lambda o: o["metadata"].setdefault("finalizers", []).append(FINALIZER))
             if rc is None:
                 return None
-        self._ensure(self.sa_t, rc, service_account_name(name), {})
+        self._ensure(self.sa_t, rc, service_account_name(name), dict)
         self._ensure_grant(ns)
         self._ensure_route(rc)
-        self._ensure(self.cm_t, rc, config_map_name(name), {"data": {"config.yaml": (
+        self._ensure(self.cm_t, rc, config_map_name(name), lambda: {"data": {"config.yaml": (
             "authorization:\n  resourceAttributes:\n    verb: \"get\"\n    resource: \"services\"\n"
             f"    apiGroup: \"\"\n    resourceName: \"{name}-head-svc\"\n")}}, labels={"app": "kube-rbac-proxy"})
         rc = self._set_auth(rc, "True", "AuthenticationResourcesCreated",
@@ -243,13 +243,6 @@ class RhoaiKubeRay(RayPlatform):
                     log.info("kuberay auth: deleting %s %s/%s failed: %s", rt.kind, where, what, exc.message)
 
         return self._drop_finalizer(rc, FINALIZER)
-
-    def _ensure(self, rt, rc: dict, name: str, body: dict, labels: dict | None = None) -> None:
-        ns = rc["metadata"]["namespace"]
-        if self.store.find(rt, ns, name) is not None:
-            return
-        self._create(rt, {"metadata": {"name": name, "namespace": ns, **({"labels": labels} if labels else {}),
-                                       "ownerReferences": [owner_ref(rc)]}, **body})
 
     def _ensure_grant(self, ns: str) -> None:
         if self.store.find(self.grant_t, ns, REFERENCE_GRANT) is not None:

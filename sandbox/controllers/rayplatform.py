@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from ..apiserver import errors
-from .base import log
+from .base import log, owner_ref
 
 
 class RayPlatform:
@@ -46,6 +46,20 @@ class RayPlatform:
             o["metadata"]["finalizers"] = [f for f in o["metadata"].get("finalizers") or [] if f != finalizer]
         self._deleting_since.pop(rc["metadata"]["uid"], None)
         return self.store.mutate(self.rc_t, rc["metadata"]["namespace"], rc["metadata"]["name"], drop)
+
+    def _ensure(self, rt, rc: dict, name: str, body, labels: dict | None = None,
+                annotations: dict | None = None) -> None:
+        """Create `name` in the cluster's namespace, owned by it, unless it exists; `body()`
+        gives the rest of the object (called only to create: a CA key is costly)."""
+        ns = rc["metadata"]["namespace"]
+        if self.store.find(rt, ns, name) is not None:
+            return
+        meta = {"name": name, "namespace": ns, "ownerReferences": [owner_ref(rc)]}
+        if labels:
+            meta["labels"] = labels
+        if annotations:
+            meta["annotations"] = annotations
+        self._create(rt, {"metadata": meta, **body()})
 
     def _create(self, rt, obj: dict) -> None:
         try:

@@ -131,7 +131,7 @@ class Engine:
     def _as_compiled(self, executors: dict) -> dict:
         """What the release's Argo compiler keeps of each executor's settings: on 2.x (lenient)
         a config with a field it does not know loses its pod labels and annotations."""
-        server = getattr(self.store, "server", None)
+        server = self.store.server
         if not server or platform_spec.STRICT[server]:
             return executors
         return {label: ({k: v for k, v in config.items() if k != "podMetadata"}
