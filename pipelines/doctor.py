@@ -3,6 +3,9 @@ per check, each failure with its fix. Exit code 1 when any check fails.
 
   kubernetes API           the kubeconfig's cluster answers, and who you are
   Ray / Kueue / CodeFlare  the APIs that RHOAI's ray, kueue and codeflare components serve
+  platform                 which OpenShift AI release it is (2.x or 3.x), from the APIs served
+  Kueue opt-in             on 3.x, the namespace's kueue.openshift.io/managed=true label, without
+                           which the Red Hat build of Kueue's webhooks skip its RayClusters
   LocalQueue, ClusterQueue the namespace's queue, its ClusterQueue, quota and usage (if readable)
   default queue            WARN when a run started without local_queue (from the dashboard or
                            kfp.Client) would wait for a queue that does not exist: pipeline-runner
@@ -51,6 +54,9 @@ PLATFORMS = (
      "ray.io/authentication-resources; dashboards on the data-science-gateway)"),
 )
 DEFAULT_QUEUE = "kueue.x-k8s.io/default-queue"
+# The Red Hat build of Kueue's opt-in (openshift/kueue-operator release-1.1: every namespaced Kueue
+# webhook, and so the suspension of a new RayCluster, applies only where it is set).
+KUEUE_MANAGED = "kueue.openshift.io/managed"
 
 
 @dataclass
@@ -97,6 +103,7 @@ class Doctor:
         self.dspa = ""
         self.conn = None
         self.queues: list[dict] | None = None  # the namespace's LocalQueues, once listed
+        self.release = ""  # "2.x" or "3.x", once the platform check found it
 
     def run(self):
         yield self.kubernetes()
@@ -106,10 +113,12 @@ class Doctor:
             yield served[group]
         yield self.platform()
         if served["kueue.x-k8s.io"].status == "PASS":
+            yield self.kueue_opt_in()
             yield self.local_queue()
             yield self.cluster_queue_check()
             yield self.default_queue()
         else:
+            yield Check("Kueue opt-in", "SKIP", "no Kueue API")
             yield Check("LocalQueue", "SKIP", "no Kueue API")
             yield Check("ClusterQueue", "SKIP", "no Kueue API")
             yield Check("default queue", "SKIP", "no Kueue API")
@@ -178,12 +187,41 @@ class Doctor:
             except Exception as exc:  # noqa: BLE001
                 return Check("platform", "FAIL", _why(exc), "check that the cluster's API answers discovery")
             if resource in (served or ()):
+                self.release = what.split(":", 1)[0].rsplit(" ", 1)[1]  # "OpenShift AI 3.x: ..." -> "3.x"
                 return Check("platform", "PASS", what)
         return Check("platform", "FAIL", "neither the CodeFlare operator's API (OpenShift AI 2.x) nor the Gateway API "
                      "(3.x) is served", "kfp-ray runs on OpenShift AI 2.25 or 3.x with the ray component Managed "
                      "(docs/openshift-ai.md)")
 
     # --- Kueue -------------------------------------------------------------------------
+    def kueue_opt_in(self) -> Check:
+        """3.x: is the namespace labelled for the Red Hat build of Kueue? Without the label a new
+        RayCluster is not suspended at creation: its pods start outside any quota until Kueue's
+        controller stops the cluster and queues it."""
+        name = "Kueue opt-in"
+        if self.api is None:
+            return self._skipped(name)
+        from kubernetes import client
+
+        try:
+            labels = client.CoreV1Api(self.api).read_namespace(self.ns, _request_timeout=TIMEOUT).metadata.labels or {}
+        except Exception as exc:  # noqa: BLE001
+            if getattr(exc, "status", 0) in (401, 403):
+                return Check(name, "SKIP", f"{self.user} may not read namespace {self.ns} (`oc get project {self.ns} "
+                                           f"--show-labels` shows whether it has {KUEUE_MANAGED}=true)")
+            return Check(name, "SKIP", _why(exc))
+        if labels.get(KUEUE_MANAGED) == "true":
+            return Check(name, "PASS", f"{self.ns} is labelled {KUEUE_MANAGED}=true")
+        if self.release != "3.x":
+            return Check(name, "PASS", f"{self.ns} is not labelled {KUEUE_MANAGED}=true; OpenShift AI 2.x's Kueue acts "
+                                       "in every namespace")
+        return Check(name, "WARN",
+                     f"{self.ns} is not labelled {KUEUE_MANAGED}=true, so the Red Hat build of Kueue's webhooks skip it: "
+                     "a new RayCluster is not held for admission, its pods start outside the quota until Kueue stops the "
+                     f"cluster and queues it, and OpenShift AI creates no LocalQueue {NAMED_DEFAULT} here",
+                     f"`oc label namespace {self.ns} {KUEUE_MANAGED}=true` (an administrator, or the dashboard's "
+                     "project settings)")
+
     def local_queue(self) -> Check:
         if self.api is None:
             return self._skipped("LocalQueue")

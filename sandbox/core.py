@@ -160,7 +160,7 @@ class Sandbox:
         self.ca = ServingCA()
         self.api = ApiServer(self.store, self.registry, self.auth, self.faults,
                              audit_path=self.state_dir / "audit.log", tls=self.ca.server_context())
-        kueue = KueueController(self.store, self.registry, self.faults)
+        kueue = KueueController(self.store, self.registry, self.faults, platform=self.platform)
         if self.platform.ray_security == "kuberay":  # 3.x: Red Hat's KubeRay secures the cluster
             ray_platform = RhoaiKubeRay(self.store, self.registry, self.faults)
         else:  # 2.x: the CodeFlare operator does

@@ -37,6 +37,11 @@ Platform timings (seconds; PLATFORM_DEFAULTS when unset) are what RHOAI's contro
   kubelet_backoff_s: the kubelet's back-off base for container restarts and image pulls
   (kubernetes v1.31 pkg/kubelet backOffPeriod 10 s, doubling up to MaxContainerBackOff 300 s,
   i.e. 30 x the base), also its pod worker's resync after a failed sync (jittered x1-1.5).
+Platform switches (true/false; unset: what the sandbox's platform profile ships):
+  {"platform": {"wait_for_pods_ready": true}}
+  wait_for_pods_ready: Kueue's waitForPodsReady, as an administrator turns it on for the Red Hat
+  build of Kueue (Kueue CR `gangScheduling.policy: ByWorkload`; off by default on RHOAI 3.x)
+  or it ships on 2.x (on).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ OBJECT_VERBS = ("get", "create", "patch", "update", "delete")
 # backoff base 60 s) under opendatahub's `waitForPodsReady: {enable: true}`; kube's 30 s grace.
 PLATFORM_DEFAULTS = {"pods_ready_timeout_s": 300.0, "requeue_backoff_base_s": 60.0,
                      "finalizer_delay_s": 2.0, "termination_grace_s": 30.0, "kubelet_backoff_s": 10.0}
+PLATFORM_SWITCHES = ("wait_for_pods_ready",)
 SECTIONS = ("api", "clusters", "platform")
 
 
@@ -77,12 +83,15 @@ class Faults:
                 if not isinstance(value, (bool, int)) or (not isinstance(value, bool) and value < 0):
                     raise ValueError(f"clusters.{pattern}.{key} must be true/false or a count >= 0")
         platform = config.get("platform") or {}
-        unknown += [f"platform.{k}" for k in platform if k not in PLATFORM_DEFAULTS]
+        unknown += [f"platform.{k}" for k in platform if k not in PLATFORM_DEFAULTS and k not in PLATFORM_SWITCHES]
         if unknown:
             raise ValueError(f"unknown fault(s): {', '.join(unknown)}; known cluster faults: {', '.join(CLUSTER_FAULTS)}; "
-                             f"known platform settings: {', '.join(PLATFORM_DEFAULTS)}")
+                             f"known platform settings: {', '.join([*PLATFORM_DEFAULTS, *PLATFORM_SWITCHES])}")
         for key, value in platform.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            if key in PLATFORM_SWITCHES:
+                if not isinstance(value, bool):
+                    raise ValueError(f"platform.{key} must be true or false, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ValueError(f"platform.{key} must be a number of seconds >= 0, got {value!r}")
         return {"api": config.get("api") or {}, "clusters": config.get("clusters") or {}, "platform": platform}
 
@@ -187,6 +196,13 @@ class Faults:
             raise KeyError(f"unknown platform setting {key!r}; known: {', '.join(PLATFORM_DEFAULTS)}")
         with self._lock:
             return float(self._config["platform"].get(key, PLATFORM_DEFAULTS[key]))
+
+    def switch(self, key: str, default: bool) -> bool:
+        """A platform switch: the value set under "platform", else `default` (the profile's)."""
+        if key not in PLATFORM_SWITCHES:
+            raise KeyError(f"unknown platform switch {key!r}; known: {', '.join(PLATFORM_SWITCHES)}")
+        with self._lock:
+            return bool(self._config["platform"].get(key, default))
 
 
 def _merge_patch(target, patch):

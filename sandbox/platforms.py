@@ -15,9 +15,17 @@ Each profile names what that release runs for RayClusters, as read from the Red 
   v1.4.0, which has none of the controllers above (rhoai-2.25 @ 90c418d).
 
 The DSPA route's proxy differs too: kube-rbac-proxy on 3.x (a SubjectAccessReview on
-datasciencepipelinesapplications/api), oauth-proxy on 2.x (pipelines_api/server.py). Kueue
-(v0.11.6's API and behaviour) and the KFP API server's acceptance are the same in both profiles
-today; docs/sandbox.md says what that leaves out.
+datasciencepipelinesapplications/api), oauth-proxy on 2.x (pipelines_api/server.py).
+
+And Kueue (controllers/kueue.py), both serving kueue.x-k8s.io/v1beta1 only:
+- rhoai-3.3: the Red Hat build of Kueue 1.1, upstream v0.12.10 (openshift/kueue-operator
+  release-1.1 @ ba545a0, submodule upstream/kueue/src @ bd16703). Its operator scopes every
+  namespaced Kueue webhook to namespaces labelled `kueue.openshift.io/managed=true`
+  (pkg/webhook/pod_webhook.go), LocalQueueDefaulting is on (Beta in v0.12), and
+  waitForPodsReady is off unless the administrator sets the Kueue CR's
+  `gangScheduling.policy: ByWorkload` (pkg/configmap buildWaitForPodsReady).
+- rhoai-2.25: Kueue v0.11.6 embedded (red-hat-data-services/kueue rhoai-2.25 @ ef371c8):
+  webhooks in every namespace, no LocalQueueDefaulting, waitForPodsReady on (5 min).
 """
 
 from __future__ import annotations
@@ -33,13 +41,19 @@ class Platform:
     ray_finalizer: str  # the finalizer that holds a deleted RayCluster while its auth objects go
     head_sidecar: str  # the auth proxy container added to the Ray head
     pipelines_proxy: str  # the auth proxy in front of the DSPA's API route
+    kueue: str  # the upstream Kueue version its Kueue runs
+    kueue_opt_in: bool  # Kueue's webhooks only act in namespaces labelled kueue.openshift.io/managed=true
+    queue_defaulting: bool  # LocalQueueDefaulting: a job without a queue label gets LocalQueue `default`
+    wait_for_pods_ready: bool  # waitForPodsReady as the release configures it (a faults switch overrides it)
 
 
 PLATFORMS = {
     "rhoai-3.3": Platform("rhoai-3.3", "3.3", "kuberay", "ray.io/authentication-resources", "kube-rbac-proxy",
-                          "kube-rbac-proxy"),
+                          "kube-rbac-proxy", kueue="v0.12.10", kueue_opt_in=True, queue_defaulting=True,
+                          wait_for_pods_ready=False),
     "rhoai-2.25": Platform("rhoai-2.25", "2.25", "codeflare", "ray.openshift.ai/oauth-finalizer", "oauth-proxy",
-                           "oauth-proxy"),
+                           "oauth-proxy", kueue="v0.11.6", kueue_opt_in=False, queue_defaulting=False,
+                           wait_for_pods_ready=True),
 }
 DEFAULT_PLATFORM = "rhoai-3.3"
 

@@ -1,10 +1,13 @@
 """Waiting for a RayCluster to be ready: *queued* until Kueue admits it, *starting* until
 every pod is ready, and back to *queued* when Kueue evicts it.
 
-Kueue (v0.11, as OpenShift AI configures it: waitForPodsReady on, timeout 5 min) evicts an
-admitted workload whose pods are not all ready in time: Workload condition Evicted, reason
-PodsReadyTimeout, then it suspends the RayCluster again (spec.suspend true, KubeRay deletes
-the pods) and requeues it with backoff (60 s * 2^(n-1)). RHOAI's pipeline-runner may not
+Where Kueue's waitForPodsReady is on (RHOAI 2.x ships it on, timeout 5 min; on 3.x the Red
+Hat build of Kueue leaves it off unless the administrator sets the Kueue CR's
+gangScheduling.policy: ByWorkload), Kueue evicts an admitted workload whose pods are not all
+ready in time: Workload condition Evicted, reason PodsReadyTimeout, then it suspends the
+RayCluster again (spec.suspend true, KubeRay deletes the pods) and requeues it with backoff
+(60 s * 2^(n-1)). Without it, only startup_timeout bounds a start, and an eviction is a
+preemption or a stopped queue. RHOAI's pipeline-runner may not
 read Workloads, so an eviction is seen on the RayCluster itself: suspended again after it
 was admitted, or KubeRay's suspension conditions moved (Admissions); Kueue's own count where
 the optional RBAC lets it be read.
@@ -36,7 +39,8 @@ STARTING_FAST_S = 60.0  # ... for the first minute; then every SLOW_POLL_CAP (a 
 SLOW_POLL_CAP = 5.0
 PODS_EVERY = 5.0  # the pods (why they do not start) are listed this often while starting
 PODS_READY_CAUSE = ("Kueue evicts a cluster whose pods are not all ready within its pods-ready timeout "
-                    "(waitForPodsReady.timeout, 5 minutes by default on OpenShift AI) and requeues it; the usual cause is a "
+                    "(waitForPodsReady: on by default on OpenShift AI 2.x, 5 minutes; on 3.x where the administrator turned "
+                    "on gang scheduling) and requeues it; the usual cause is a "
                     "Ray image whose pull takes longer than that (the RHOAI CUDA image is several GB) or pods slow "
                     "to start")
 PODS_READY_FIX = ("pre-pull the image on the nodes or mirror it to a registry close to the cluster, use a smaller "
@@ -294,9 +298,10 @@ class _Wait:
         if ev and ev.reason:
             said = f"Kueue evicted it: {ev.reason}: {ev.message}"
         else:
-            said = ("it was suspended again after Kueue had admitted it: Kueue evicted it (on OpenShift AI most likely "
-                    "because its pods were not all ready within Kueue's pods-ready timeout, 5 minutes by default; this service "
-                    "account may not read the Workload for Kueue's exact reason)")
+            said = ("it was suspended again after Kueue had admitted it: Kueue evicted it (most likely because its pods were "
+                    "not all ready within Kueue's pods-ready timeout, where waitForPodsReady is on, or because a "
+                    "higher-priority workload preempted it; this service account may not read the Workload for Kueue's "
+                    "exact reason)")
         if readmitted:
             said += " and admitted it again"
         log(f"{self.kind} {self.name}: {said}; pods were: {self.pods}")

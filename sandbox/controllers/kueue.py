@@ -1,10 +1,22 @@
 """Kueue as RHOAI runs it, for RayClusters and RayJobs: webhooks, Workloads, admission, waitForPodsReady, status.
 
-Matched against kubernetes-sigs/kueue v0.11.6 (RHOAI pairs CodeFlare operator v1.16.0 with Kueue
-v0.11.6) configured as opendatahub-io/kueue ships it (config/components/manager/
+Matched against kubernetes-sigs/kueue v0.11.6 (RHOAI 2.25 pairs CodeFlare operator v1.16.0 with
+Kueue v0.11.6) configured as opendatahub-io/kueue ships it (config/components/manager/
 controller_manager_config.yaml: `waitForPodsReady: {enable: true, blockAdmission: false}`, no
 manageJobsWithoutQueueName; config/rhoai/manager_config_patch.yaml feature gates leave
-LocalQueueDefaulting off). apis/config/v1beta1/defaults.go then gives a 5 min PodsReady timeout
+LocalQueueDefaulting off), and against v0.12.10 as the Red Hat build of Kueue 1.1 runs it for
+RHOAI 3.3 (platforms.py): what a RayCluster meets there differs in three places, each read at
+v0.12.10 and openshift/kueue-operator release-1.1 @ ba545a0:
+- the operator scopes Kueue's webhooks to namespaces labelled kueue.openshift.io/managed=true
+  (pkg/webhook/pod_webhook.go mergeNamespaceSelectors): elsewhere a RayCluster is neither
+  defaulted, suspended at creation nor validated by Kueue; its reconciler still manages a
+  queue-labelled one (jobframework/reconciler.go checks the namespace selector only for jobs
+  without a queue name), so it runs until Kueue stops it ("Not admitted by cluster queue");
+- LocalQueueDefaulting (Beta, on): jobframework.ApplyDefaultLocalQueue labels a job without a
+  queue name `default` when that LocalQueue exists and no Kueue-managed owner controls it;
+- waitForPodsReady is off (gangScheduling.policy unset): no PodsReady condition, no eviction.
+The faults document's "platform" switch wait_for_pods_ready turns it on, as an administrator
+does with the Kueue CR's `gangScheduling.policy: ByWorkload`. With it on, apis/config/v1beta1/defaults.go gives a 5 min PodsReady timeout
 and requeuingStrategy {timestamp: Eviction, backoffBaseSeconds: 60, backoffMaxSeconds: 3600,
 backoffLimitCount: unset = requeue forever}. Timeout and backoff base are read at run time from
 the faults document's "platform" section (pods_ready_timeout_s, requeue_backoff_base_s), as is
@@ -43,6 +55,7 @@ ResourceFlavor/ClusterQueue finalizers, Workloads rebuilt when a suspended job's
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from datetime import UTC, datetime
@@ -50,6 +63,7 @@ from fractions import Fraction
 
 from .. import quantity
 from ..apiserver import errors
+from ..platforms import platform as platform_profile
 from .base import Controller, owner_ref, record_event, set_condition
 from .kueue_jobs import (
     JOB_KINDS,
@@ -68,6 +82,7 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MANAGED_LABEL = "kueue.openshift.io/managed"
 LEGACY_MANAGED_LABEL = "kueue-managed"
 DEFAULT_QUEUE_ANNOTATION = "kueue.x-k8s.io/default-queue"
+DEFAULT_LOCAL_QUEUE = "default"  # constants.DefaultLocalQueueName
 FINALIZER = "kueue.x-k8s.io/resource-in-use"
 ODH_WEBHOOK = "ray-kueuelabels-validator.opendatahub.io"
 KUEUE_WEBHOOK = "vraycluster.kb.io"
@@ -135,9 +150,11 @@ def _unset_quota_reservation(obj: dict, reason: str, message: str) -> None:
 class KueueController(Controller):
     name = "kueue"
 
-    def __init__(self, store, registry, faults, clock=time.monotonic):
+    def __init__(self, store, registry, faults, clock=time.monotonic, platform=None):
+        """`platform`: the release's profile (platforms.py; None: the default)."""
         super().__init__(store, registry)
         self.faults = faults
+        self.platform = platform or platform_profile(None)
         self.clock = clock
         self.rc_t = self.rt("ray.io", "rayclusters")
         self.rj_t = self.rt("ray.io", "rayjobs")
@@ -153,6 +170,10 @@ class KueueController(Controller):
         self._dropping: dict[str, float] = {}
         self._wake: float | None = None
         self._wls: dict[tuple, dict] = {}
+        # Creation order by Workload uid: the tie-break for equal creationTimestamps (whole
+        # seconds), which no later status write may change (a resourceVersion would).
+        self._created: dict[str, int] = {}
+        self._seq = itertools.count()
 
     # --- webhooks --------------------------------------------------------------
     def namespace_managed(self, namespace: str | None) -> bool:
@@ -160,6 +181,30 @@ class KueueController(Controller):
         ns = self.store.find(self.ns_t, None, namespace) if namespace else None
         labels = (ns or {}).get("metadata", {}).get("labels") or {}
         return labels.get(MANAGED_LABEL) == "true" or labels.get(LEGACY_MANAGED_LABEL) == "true"
+
+    def webhooks_apply(self, namespace: str | None) -> bool:
+        """Whether Kueue's own webhooks see objects in `namespace`: everywhere on 2.x; on 3.x only
+        where the namespace carries kueue.openshift.io/managed=true (the legacy label does not count)."""
+        if not self.platform.kueue_opt_in:
+            return True
+        ns = self.store.find(self.ns_t, None, namespace) if namespace else None
+        return ((ns or {}).get("metadata", {}).get("labels") or {}).get(MANAGED_LABEL) == "true"
+
+    def wait_for_pods_ready(self) -> bool:
+        return self.faults.switch("wait_for_pods_ready", self.platform.wait_for_pods_ready)
+
+    def _default_local_queue(self, obj: dict) -> None:
+        """jobframework.ApplyDefaultLocalQueue (LocalQueueDefaulting): no queue name, no Kueue-managed
+        controller owner, and a LocalQueue named `default` in the namespace: queue it there."""
+        meta = obj["metadata"]
+        if (meta.get("labels") or {}).get(QUEUE_LABEL, ""):
+            return
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        if owner and owner.get("apiVersion", "").startswith("ray.io/") and owner.get("kind") in ("RayCluster", "RayJob"):
+            return  # IsOwnerManagedByKueueForObject: the owner's kind is an enabled integration
+        if self.store.find(self.lq_t, meta.get("namespace"), DEFAULT_LOCAL_QUEUE) is None:
+            return
+        meta.setdefault("labels", {})[QUEUE_LABEL] = DEFAULT_LOCAL_QUEUE
 
     def managed_ancestor(self, obj: dict) -> dict | None:
         """jobframework.FindAncestorJobManagedByKueue (manageJobsWithoutQueueName off): the topmost
@@ -184,12 +229,16 @@ class KueueController(Controller):
         if rt.key not in (self.rc_t.key, self.rj_t.key):
             return
         meta = obj["metadata"]
+        kueue_webhooks = self.webhooks_apply(meta.get("namespace"))
+        # Mutating webhooks run before validating ones: Kueue's mraycluster.kb.io / mrayjob.kb.io
+        # (CREATE only; LocalQueueDefaulting first where it is on, then
+        # jobframework.WorkloadShouldBeSuspended: a queue name is enough unless an owner is a
+        # Kueue-managed job).
+        if op == "CREATE" and kueue_webhooks and self.platform.queue_defaulting:
+            self._default_local_queue(obj)
         labels = meta.get("labels") or {}
         queue = labels.get(QUEUE_LABEL, "")
-        # Mutating webhooks run before validating ones: Kueue's mraycluster.kb.io / mrayjob.kb.io
-        # (CREATE only; jobframework.WorkloadShouldBeSuspended: a queue name is enough, whatever
-        # the namespace, unless an owner is a Kueue-managed job).
-        if op == "CREATE" and queue and self.managed_ancestor(obj) is None:
+        if op == "CREATE" and kueue_webhooks and queue and self.managed_ancestor(obj) is None:
             obj.setdefault("spec", {})["suspend"] = True
         # opendatahub-operator internal/webhook/kueue/validating.go (ray-kueuelabels-validator,
         # rayclusters and rayjobs, CREATE/UPDATE, skipped for objects being deleted), as last
@@ -201,7 +250,7 @@ class KueueController(Controller):
             if not queue:
                 raise errors.webhook_denied(
                     ODH_WEBHOOK, f'Kueue label validation failed: label "{QUEUE_LABEL}" is set but empty')
-        if queue:  # Kueue's vraycluster.kb.io / vrayjob.kb.io: ValidateCreate / ValidateUpdate
+        if queue and kueue_webhooks:  # Kueue's vraycluster.kb.io / vrayjob.kb.io: ValidateCreate / ValidateUpdate
             if rt.key == self.rc_t.key:
                 name, errs = KUEUE_WEBHOOK, self._validate_ray_cluster(obj)
             else:
@@ -228,6 +277,9 @@ class KueueController(Controller):
         missing = {name: missing_flavors(cq, flavors) for name, cq in cqs.items()}
         inactive = {name for name, m in missing.items() if m}
         self._forget({w["metadata"]["uid"] for w in self._wls.values()})
+        for wl in sorted(self._wls.values(), key=lambda w: int(w["metadata"]["resourceVersion"])):
+            if wl["metadata"]["uid"] not in self._created:
+                self._created[wl["metadata"]["uid"]] = next(self._seq)
 
         owned: dict[str, list[tuple]] = {}
         for key, wl in self._wls.items():
@@ -269,7 +321,7 @@ class KueueController(Controller):
         self._wake = at if self._wake is None else min(self._wake, at)
 
     def _forget(self, uids: set[str]) -> None:
-        for timers in (self._admitted_at, self._requeue_at, self._dropping):
+        for timers in (self._admitted_at, self._requeue_at, self._dropping, self._created):
             for uid in [u for u in timers if u not in uids]:
                 del timers[uid]
 
@@ -312,11 +364,12 @@ class KueueController(Controller):
             if not active:  # handleJobWithNoWorkload waits until no pods are active
                 self._create_workload(job)
             return
-        status, reason, message = self._pods_ready(wl, job.pods_ready())
-        current = condition(wl, "PodsReady")
-        if not current or (current["status"], current["reason"]) != (status, reason):
-            self._write_status(wl, lambda o: _set(o, "PodsReady", status, reason, message))
-            return
+        if self.wait_for_pods_ready():  # reconciler.go step 5: only with waitForPodsReady
+            status, reason, message = self._pods_ready(wl, job.pods_ready())
+            current = condition(wl, "PodsReady")
+            if not current or (current["status"], current["reason"]) != (status, reason):
+                self._write_status(wl, lambda o: _set(o, "PodsReady", status, reason, message))
+                return
         evicted = condition(wl, "Evicted")
         if evicted and evicted["status"] == "True":
             self._stop_job(job, evicted["message"])
@@ -391,6 +444,7 @@ class KueueController(Controller):
         except errors.ApiError:
             return
         self._wls[(created["metadata"]["namespace"], created["metadata"]["name"])] = created
+        self._created[created["metadata"]["uid"]] = next(self._seq)
         self._event(rc, "Normal", "CreatedWorkload",
                     f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}", job.recorder)
 
@@ -438,7 +492,8 @@ class KueueController(Controller):
             self._write_status(wl, finished)
             return
         if is_true(wl, "QuotaReserved"):
-            self._pods_ready_timeout(wl, now)
+            if self.wait_for_pods_ready():
+                self._pods_ready_timeout(wl, now)
             return
         queue = wl["spec"].get("queueName", "")
         lq = lqs.get((wl["metadata"]["namespace"], queue))
@@ -549,14 +604,14 @@ class KueueController(Controller):
         at = self._requeue_deadline(wl, now)
         return at is None or now >= at
 
-    @staticmethod
-    def _queue_order(wl: dict):
+    def _queue_order(self, wl: dict):
         """Priority, then workload.Ordering.GetQueueOrderTimestamp (eviction time after a PodsReady
         timeout, requeuingStrategy.timestamp Eviction), then creation."""
         evicted = condition(wl, "Evicted")
         ts = evicted["lastTransitionTime"] if evicted and evicted["status"] == "True" \
             and evicted["reason"] == "PodsReadyTimeout" else wl["metadata"]["creationTimestamp"]
-        return -(wl["spec"].get("priority") or 0), ts, wl["metadata"]["creationTimestamp"], int(wl["metadata"]["resourceVersion"])
+        return -(wl["spec"].get("priority") or 0), ts, wl["metadata"]["creationTimestamp"], \
+            self._created.get(wl["metadata"]["uid"], 0)
 
     def _pending(self, wl: dict, message: str) -> None:
         """requeueAndUpdate: QuotaReserved False/Pending with the reason, and a Warning `Pending` event

@@ -45,7 +45,7 @@ def test_a_healthy_sandbox_passes_every_check(doctor, box):
     assert code == 0, lines
     assert lines["platform"].startswith({"rhoai-3.3": "PASS OpenShift AI 3.x: KubeRay secures RayClusters",
                                          "rhoai-2.25": "PASS OpenShift AI 2.x: the CodeFlare operator"}[box.platform.name])
-    assert list(lines) == ["kubernetes API", "Ray API", "Kueue API", "platform", "LocalQueue", "ClusterQueue",
+    assert list(lines) == ["kubernetes API", "Ray API", "Kueue API", "platform", "Kueue opt-in", "LocalQueue", "ClusterQueue",
                            "default queue", "data connection", "bucket", "pipelines route", "pipelines API",
                            "pipeline-runner access"]
     assert all(v.startswith("PASS") for k, v in lines.items() if k != "default queue"), lines
@@ -55,6 +55,27 @@ def test_a_healthy_sandbox_passes_every_check(doctor, box):
     secret = base64.b64decode(k8s.CoreV1Api(_admin(box)).read_namespaced_secret(
         box.info["data_connection"], "sandbox").data["AWS_SECRET_ACCESS_KEY"]).decode()
     assert secret not in "".join(lines.values())
+
+
+@on_platforms()
+def test_a_namespace_without_the_kueue_opt_in_label_is_warned_about_on_3x(doctor, box):
+    """The Red Hat build of Kueue acts only in namespaces labelled kueue.openshift.io/managed=true;
+    2.x's embedded Kueue acts everywhere."""
+    v1 = k8s.CoreV1Api(_admin(box))
+    code, lines = doctor()
+    assert lines["Kueue opt-in"] == "PASS sandbox is labelled kueue.openshift.io/managed=true"
+    v1.patch_namespace("sandbox", {"metadata": {"labels": {"kueue.openshift.io/managed": None}}})
+    try:
+        code, lines = doctor()
+    finally:
+        v1.patch_namespace("sandbox", {"metadata": {"labels": {"kueue.openshift.io/managed": "true"}}})
+    if box.platform.name == "rhoai-2.25":
+        assert lines["Kueue opt-in"].startswith("PASS sandbox is not labelled kueue.openshift.io/managed=true; "
+                                                "OpenShift AI 2.x's Kueue acts in every namespace")
+    else:
+        assert code == 0 and lines["Kueue opt-in"].startswith(
+            "WARN sandbox is not labelled kueue.openshift.io/managed=true, so the Red Hat build of Kueue's webhooks skip it")
+        assert doctor.fixes["Kueue opt-in"].startswith("`oc label namespace sandbox kueue.openshift.io/managed=true`")
 
 
 def test_a_project_without_a_queue_named_default_is_warned_about_runs_without_local_queue(doctor, box):

@@ -33,7 +33,8 @@ def events_about(v1, name):
 @pytest.mark.ray
 def test_cluster_not_ready_in_time_is_evicted_requeued_and_ready_on_a_later_try(sbx):
     # Pods stay ContainerCreating 8 s, longer than a 3 s PodsReady timeout.
-    sbx.set_faults({"platform": {"pods_ready_timeout_s": 3, "requeue_backoff_base_s": 2},
+    # waitForPodsReady on, as 2.x ships it and a 3.x administrator turns it on (gangScheduling ByWorkload)
+    sbx.set_faults({"platform": {"pods_ready_timeout_s": 3, "requeue_backoff_base_s": 2, "wait_for_pods_ready": True},
                     "clusters": {"slowpoke": {"slow_start": 8}}})
     api = sbx.api_client()
     co, v1 = k8s.CustomObjectsApi(api), k8s.CoreV1Api(api)
@@ -55,7 +56,7 @@ def test_cluster_not_ready_in_time_is_evicted_requeued_and_ready_on_a_later_try(
                what="KubeRay to delete the evicted cluster's pods")
 
     # A later try whose pods start well within the timeout: readmitted after the backoff, then ready.
-    sbx.set_faults({"platform": {"pods_ready_timeout_s": 90, "requeue_backoff_base_s": 2},
+    sbx.set_faults({"platform": {"pods_ready_timeout_s": 90, "requeue_backoff_base_s": 2, "wait_for_pods_ready": True},
                     "clusters": {"slowpoke": {"slow_start": 1}}})
     eventually(lambda: ray_cluster(co, "slowpoke").get("status", {}).get("state") == "ready", 120,
                what="slowpoke to be ready on a later try")

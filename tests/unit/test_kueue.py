@@ -12,6 +12,7 @@ from kfp_ray_sandbox.controllers.kueue import FINALIZER, KueueController, pod_re
 from kfp_ray_sandbox.controllers.kueue_quota import selector_matches
 from kfp_ray_sandbox.core import bootstrap_objects, local_queue_of
 from kfp_ray_sandbox.faults import PLATFORM_DEFAULTS, Faults
+from kfp_ray_sandbox.platforms import platform as platform_profile
 from tests.helpers import FakeClock, raycluster
 
 NS = "sandbox"
@@ -20,11 +21,11 @@ MSG_CPU_3 = ("couldn't assign flavors to pod set small-group: "
 
 
 
-def make_kueue(layout: str = "seed") -> KueueController:
+def make_kueue(layout: str = "seed", platform: str | None = None) -> KueueController:
     reg, store = Registry(), Store()
     for obj in bootstrap_objects(layout):
         store.create(reg.by_kind(obj["apiVersion"].rpartition("/")[0], obj["kind"]), obj)
-    return KueueController(store, reg, Faults(), clock=FakeClock(1000.0))
+    return KueueController(store, reg, Faults(), clock=FakeClock(1000.0), platform=platform_profile(platform))
 
 
 @pytest.fixture
@@ -309,7 +310,9 @@ def test_cluster_queue_with_a_missing_flavor_is_inactive_and_admits_nothing(kueu
     assert cond(workload(kueue, "gpu-job"), "Admitted")["status"] == "True"
 
 
-def test_queue_labelled_clusters_are_managed_in_any_namespace(kueue):
+@pytest.mark.parametrize("platform", ["rhoai-2.25", "rhoai-3.3"])
+def test_queue_labelled_clusters_are_managed_in_any_namespace(platform):
+    kueue = make_kueue(platform=platform)
     add(kueue, "", "namespaces", {"metadata": {"name": "plain"}})
     add(kueue, "kueue.x-k8s.io", "localqueues", {"metadata": {"name": "q", "namespace": "plain"},
                                                  "spec": {"clusterQueue": "cluster-queue"}})
@@ -318,12 +321,41 @@ def test_queue_labelled_clusters_are_managed_in_any_namespace(kueue):
     empty = raycluster("empty", queue=None, cpu="1")
     empty["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": ""}
     empty = create(kueue, empty, ns="plain")
-    assert labelled["spec"]["suspend"] is True
+    if platform == "rhoai-2.25":  # v0.11.6's webhooks act in every namespace
+        assert labelled["spec"]["suspend"] is True
+    else:  # 3.3: the namespace lacks kueue.openshift.io/managed, so Kueue's webhook never saw it ...
+        assert "suspend" not in labelled["spec"]
+        kueue.store.mutate(kueue.cq_t, None, "cluster-queue",  # ... and while no quota is free,
+                           lambda cq: cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].update(nominalQuota=0))
+        settle(kueue)  # ... the reconciler stops it as it would stop any running unadmitted job
+        assert rc(kueue, "labelled", ns="plain")["spec"]["suspend"] is True
+        assert ("Normal", "Stopped", "Not admitted by cluster queue") in events(kueue, "labelled", ns="plain")
+        kueue.store.mutate(kueue.cq_t, None, "cluster-queue",
+                           lambda cq: cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].update(nominalQuota=9))
     assert "suspend" not in free["spec"] and "suspend" not in empty["spec"]
     settle(kueue)
     assert cond(workload(kueue, "labelled", ns="plain"), "Admitted")["status"] == "True"
+    assert rc(kueue, "labelled", ns="plain")["spec"]["suspend"] is False
     assert workload(kueue, "free", ns="plain") is None and workload(kueue, "empty", ns="plain") is None
     assert rc(kueue, "free", ns="plain")["spec"].get("suspend") is None
+
+
+def test_rhoai_3_defaults_a_cluster_without_a_queue_to_the_local_queue_named_default():
+    """LocalQueueDefaulting (v0.12: on) in a kueue.openshift.io/managed namespace with a LocalQueue `default`;
+    the ODH webhook then sees the label. Without that LocalQueue the ODH webhook refuses the cluster."""
+    kueue = make_kueue("rhoai-default", platform="rhoai-3.3")
+    got = create(kueue, raycluster("unqueued", queue=None, cpu="1"))
+    assert got["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default" and got["spec"]["suspend"] is True
+    settle(kueue)
+    assert cond(workload(kueue, "unqueued"), "Admitted")["status"] == "True"
+    child = raycluster("child", queue=None, cpu="1")  # a Kueue-managed owner's child is left alone
+    child["metadata"]["ownerReferences"] = [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "j", "uid": "u",
+                                             "controller": True}]
+    assert denied(kueue, child).endswith('missing required label "kueue.x-k8s.io/queue-name"')
+    seed = make_kueue("seed", platform="rhoai-3.3")  # no LocalQueue named `default`
+    assert denied(seed, raycluster("unqueued", queue=None)).endswith('missing required label "kueue.x-k8s.io/queue-name"')
+    old = make_kueue("rhoai-default", platform="rhoai-2.25")  # v0.11.6: LocalQueueDefaulting off
+    assert denied(old, raycluster("unqueued", queue=None)).endswith('missing required label "kueue.x-k8s.io/queue-name"')
 
 
 # --- webhooks ----------------------------------------------------------------------------------
@@ -376,8 +408,27 @@ def test_kueue_webhook_validates_managed_ray_clusters(kueue):
 
 
 # --- waitForPodsReady --------------------------------------------------------------------------
+@pytest.mark.parametrize("platform", ["rhoai-3.3", "rhoai-2.25"])
+def test_wait_for_pods_ready_is_off_on_3x_unless_the_administrator_turns_it_on(platform):
+    kueue = make_kueue(platform=platform)
+    create(kueue, raycluster("slow", cpu="1"))
+    settle(kueue)
+    kueue.clock.advance(kueue.faults.platform("pods_ready_timeout_s") + 1)
+    settle(kueue)
+    wl = workload(kueue, "slow")
+    if platform == "rhoai-3.3":  # RHBoK 1.1: gangScheduling.policy unset, so no PodsReady and no eviction
+        assert cond(wl, "PodsReady") is None and cond(wl, "Evicted") is None
+        assert cond(wl, "Admitted")["status"] == "True"
+        kueue.faults.set({"platform": {"wait_for_pods_ready": True}})  # the Kueue CR's ByWorkload
+        settle(kueue)
+        kueue.clock.advance(kueue.faults.platform("pods_ready_timeout_s") + 1)
+        settle(kueue)
+    wl = workload(kueue, "slow")
+    assert wl["status"]["requeueState"]["count"] == 1 and "Exceeded the PodsReady timeout" in cond(wl, "Evicted")["message"]
+
+
 def test_pods_ready_timeout_evicts_requeues_with_backoff_and_readmits(kueue):
-    kueue.faults.set({"platform": {"pods_ready_timeout_s": 10, "requeue_backoff_base_s": 4}})
+    kueue.faults.set({"platform": {"pods_ready_timeout_s": 10, "requeue_backoff_base_s": 4, "wait_for_pods_ready": True}})
     create(kueue, raycluster("slow", cpu="1"))
     settle(kueue)
     wl = workload(kueue, "slow")
@@ -441,7 +492,7 @@ def test_pods_ready_timeout_evicts_requeues_with_backoff_and_readmits(kueue):
 
 
 def test_evicted_while_ready_keeps_quota_until_kuberay_reports_suspended(kueue):
-    kueue.faults.set({"platform": {"pods_ready_timeout_s": 5}})
+    kueue.faults.set({"platform": {"pods_ready_timeout_s": 5, "wait_for_pods_ready": True}})
     create(kueue, raycluster("late", cpu="1"))
     settle(kueue)
     kueue.clock.advance(5)

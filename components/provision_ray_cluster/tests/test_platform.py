@@ -15,8 +15,10 @@ from kfp_ray.errors import AdmissionTimeout, Evicted, PodsFailing, StartupTimeou
 from tests.helpers import FakeClock, eventually, on_platforms, raycluster
 
 SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi", local_queue="local-queue-test")
-# Kueue's waitForPodsReady made short: pods not ready within 2 s are evicted, requeued after 1 s, 2 s, ...
-FAST_EVICTION = {"pods_ready_timeout_s": 2, "requeue_backoff_base_s": 1}
+# Kueue's waitForPodsReady, on as RHOAI 2.x ships it and as a 3.x administrator turns it on (the Kueue
+# CR's gangScheduling.policy: ByWorkload), made short: pods not ready within 2 s are evicted,
+# requeued after 1 s, 2 s, ...
+FAST_EVICTION = {"pods_ready_timeout_s": 2, "requeue_backoff_base_s": 1, "wait_for_pods_ready": True}
 HOLD = "test.kfp-ray.io/hold"  # a finalizer only the test removes: deletion stays in progress until then
 
 
@@ -56,7 +58,7 @@ def test_two_evictions_fail_naming_the_cause_and_the_fix(box, sbx, as_pipeline_r
         tasks.provision(run_id="r-evict", cluster_name="evictee", admission_timeout=120, startup_timeout=120, **SMALL)
     msg = str(exc.value)
     assert "RayCluster 'evictee' was evicted by Kueue 2 times" in msg
-    assert "pods-ready timeout (waitForPodsReady.timeout, 5 minutes by default on OpenShift AI)" in msg
+    assert "pods-ready timeout (waitForPodsReady: on by default on OpenShift AI 2.x, 5 minutes; on 3.x where" in msg
     assert "image whose pull takes longer" in msg
     assert "pre-pull the image" in msg and "smaller image" in msg and "raise Kueue's waitForPodsReady.timeout" in msg
     out = capsys.readouterr().out
@@ -114,7 +116,7 @@ def test_after_one_eviction_the_task_keeps_waiting_and_succeeds(box, sbx, as_pip
     """Evicted once (slow pods), then Kueue's timeout is generous enough: the task waits
     through the requeue within its budgets and returns a ready cluster."""
     # The requeue backoff (8 s) leaves the test ample time to lengthen Kueue's timeout before the re-admission.
-    first = {"pods_ready_timeout_s": 2, "requeue_backoff_base_s": 8}
+    first = {"pods_ready_timeout_s": 2, "requeue_backoff_base_s": 8, "wait_for_pods_ready": True}
     sbx.set_faults({"platform": first, "clusters": {"evict-once": {"slow_start": 6}}})
     outcome = {}
 
