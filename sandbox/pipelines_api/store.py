@@ -82,6 +82,7 @@ class PipelineStore:
                 raise invalid("Failed to create a pipeline version: name is empty. Please specify a valid name")
             if any(v["name"] == name and v["pipeline_id"] == pipeline_id for v in self.versions.values()):
                 raise already_exists("create a pipeline version", "Pipeline version", name)
+            self._parse_spec(spec, "Failed to create a pipeline version")
             version = {"pipeline_id": pipeline_id, "pipeline_version_id": str(uuid.uuid4()), "name": name,
                        "display_name": display_name or name, "description": description, "created_at": now(),
                        "pipeline_spec": spec}
@@ -131,6 +132,8 @@ class PipelineStore:
             raise invalid("Invalid input error: The run name is empty. Please specify a valid name")
         with self.lock:
             ref, spec, experiment = self._source(body, "Failed to create a run due to empty pipeline spec manifest")
+            if not ref.get("pipeline_version_id"):
+                self._parse_spec(spec, "Failed to create a run")
             self._compile_platform_spec(spec)
             created = now()
             run = {"run_id": str(uuid.uuid4()), "experiment_id": experiment["experiment_id"], "display_name": name,
@@ -143,6 +146,19 @@ class PipelineStore:
                    "state_history": [{"update_time": created, "state": "PENDING"}]}
             self.runs[run["run_id"]] = run
             return run
+
+    def _parse_spec(self, spec: dict, failure: str) -> None:
+        """v2_template.go's strict parse of the pipeline and platform specs (both releases)."""
+        from .platform_spec import newer_fields
+
+        if not self.server:
+            return
+        bad = newer_fields(spec, self.server)
+        if bad:
+            kind, path = bad
+            what = "invalid v2 pipeline spec" if kind == "pipeline" else "cannot unmarshal platform specific configs"
+            raise invalid(f"{failure}: {what}: proto: unknown field \"{path.rsplit('.', 1)[-1]}\" ({path}; this "
+                          "server's KFP does not know it)")
 
     def _compile_platform_spec(self, spec: dict) -> None:
         """The Argo compiler's strict parse of each executor's kfp-kubernetes settings, on a

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from kfp_ray_sandbox.pipelines_api import platform_spec
-from kfp_ray_sandbox.pipelines_api.store import PipelineStore
+from kfp_ray_sandbox.pipelines_api.store import PipelineStore, parse_package
 from kfp_ray_sandbox.pipelines_api.wire import ApiError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,3 +63,61 @@ def test_rhoai_2_25_takes_the_run_but_drops_that_executors_pod_metadata():
     assert out["exec-a"] == kept and "podMetadata" not in out["exec-b"]
     spec = with_security_context(compiled("xgboost_tune"))
     engine.store.create_run({"display_name": "x", "pipeline_spec": spec})  # not refused on 2.5.0
+
+
+# --- the pipeline spec: what kfp 2.17 writes that neither release's KFP knows -------------------------
+def _compile(pipeline) -> dict:
+    """What kfp 2.17's compiler writes for `pipeline`, as the server stores an upload."""
+    import tempfile
+
+    from kfp import compiler
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "p.yaml"
+        compiler.Compiler().compile(pipeline, str(path))
+        return parse_package(path.read_text())
+
+
+def _importer_to_workspace():
+    from kfp import dsl
+
+    @dsl.pipeline(name="imports", pipeline_config=dsl.PipelineConfig(workspace=dsl.WorkspaceConfig(size="1Gi")))
+    def imports():
+        dsl.importer(artifact_uri="s3://b/k", artifact_class=dsl.Dataset, download_to_workspace=True)
+    return imports
+
+
+def _ttl():
+    from kfp import dsl
+
+    @dsl.component(base_image="python:3.11")
+    def noop():
+        pass
+
+    @dsl.pipeline(name="ttl", pipeline_config=dsl.PipelineConfig(ttl_seconds_after_finished=60))
+    def ttl():
+        noop()
+    return ttl
+
+
+@pytest.mark.parametrize("server", ["rhoai-3.3", "rhoai-2.25"])
+@pytest.mark.parametrize("make, kind, field", [
+    (_importer_to_workspace, "invalid v2 pipeline spec", "downloadToWorkspace"),
+    (_ttl, "cannot unmarshal platform specific configs", "resourceTtlOnCompletion"),
+])
+def test_a_pipeline_using_what_kfp_2_17_added_is_refused_at_upload_and_as_an_inline_run(server, make, kind, field):
+    spec = _compile(make())
+    store = PipelineStore("sandbox", server)
+    pipeline = store.create_pipeline("p")
+    with pytest.raises(ApiError) as exc:
+        store.create_version(pipeline["pipeline_id"], "v1", spec)
+    assert exc.value.http == 400 and f'{kind}: proto: unknown field "{field}"' in exc.value.message
+    with pytest.raises(ApiError) as exc:
+        store.create_run({"display_name": "r", "pipeline_spec": spec})
+    assert f'Failed to create a run: {kind}: proto: unknown field "{field}"' in exc.value.message
+
+
+@pytest.mark.parametrize("server", ["rhoai-3.3", "rhoai-2.25"])
+@pytest.mark.parametrize("name", ["ray_training", "fashion_mnist", "xgboost_tune", "interactive_train", "kfp_ray_gc"])
+def test_the_compiled_pipelines_use_nothing_newer_than_either_releases_kfp(server, name):
+    assert platform_spec.newer_fields(compiled(name), server) is None
