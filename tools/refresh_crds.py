@@ -3,7 +3,10 @@
     python tools/refresh_crds.py SRC
 
 SRC holds the upstream files, named as below (take them from the tags named, e.g.
-`git -C kuberay show v1.4.2:ray-operator/config/crd/bases/ray.io_rayclusters.yaml`):
+`git -C kuberay show v1.4.2:ray-operator/config/crd/bases/ray.io_rayclusters.yaml`). Each part
+is refreshed from what SRC holds: the CRD files there are converted (the other files in
+sandbox/data/crds are left as they are; delete one the sandbox no longer serves by hand), the
+OpenAPI definitions need swagger.json, the protobuf tables the *.proto files and swagger.json.
 
   ray.io_rayclusters.yaml            ray-project/kuberay v1.4.2, ray-operator/config/crd/bases/
   ray.io_rayjobs.yaml                (both)
@@ -13,6 +16,13 @@ SRC holds the upstream files, named as below (take them from the tags named, e.g
   kueue.x-k8s.io_<plural>.yaml       kubernetes-sigs/kueue v0.11.6, config/components/crd/bases/
                                      (clusterqueues, localqueues, resourceflavors, workloads;
                                      identical through v0.11.9; v1beta1 is the only version)
+  gateway.networking.k8s.io_<plural>.yaml   openshift/cluster-ingress-operator release-4.19 (5b17879),
+                                     pkg/manifests/assets/gateway-api/ (httproutes, gateways,
+                                     referencegrants): what OpenShift 4.19 installs, Gateway API
+                                     v1.2.1 standard channel (bundle-version annotation), copied from
+                                     upstream main in Oct 2024, so beside the v1.2.1 tag's schema it
+                                     has HTTPRequestMirrorFilter percent/fraction and
+                                     allowedRoutes.namespaces.from "None"
   swagger.json                       kubernetes v1.31.0 api/openapi-spec/swagger.json
                                      (kubernetes-client/python v31.0.0 kubernetes/swagger.json.unprocessed)
   openshift-openapi.json             openshift/api release-4.18 openapi/openapi.json (Route)
@@ -42,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "sandbox" / "data"
 sys.path.insert(0, str(ROOT))
 
-from kfp_ray_sandbox.apiserver.resources import SERVED_CRD_VERSIONS  # noqa: E402
+from kfp_ray_sandbox.apiserver.resources import served_crd_version  # noqa: E402
 
 SOURCES = {
     "ray.io": "ray-project/kuberay v1.4.2 ray-operator/config/crd/bases",
@@ -51,6 +61,8 @@ SOURCES = {
                               "(appwrapper v1.1.2)",
     "datasciencepipelinesapplications.opendatahub.io": "opendatahub-io/data-science-pipelines-operator 5e01e73 "
                                                        "config/crd/bases",
+    "gateway.networking.k8s.io": "openshift/cluster-ingress-operator 5b17879 (release-4.19; Gateway API v1.2.1, "
+                                 "standard channel) pkg/manifests/assets/gateway-api",
 }
 
 # Built-in kinds whose definitions (and all they reference) are kept: what the sandbox
@@ -83,12 +95,12 @@ def _dump(path: Path, doc) -> None:
 
 def crd_document(path: Path) -> tuple[str, dict] | None:
     """One upstream CRD file as the sandbox stores it: (file name, document), or None when the
-    file is no CRD or serves none of SERVED_CRD_VERSIONS."""
+    file is no CRD or does not serve the version the sandbox serves (served_crd_version)."""
     crd = yaml.safe_load(path.read_text())
     if (crd or {}).get("kind") != "CustomResourceDefinition":
         return None
     spec = crd["spec"]
-    want = SERVED_CRD_VERSIONS.get(spec["group"])
+    want = served_crd_version(spec["group"], spec["names"]["plural"])
     versions = [v for v in spec["versions"] if v["name"] == want and v.get("served", True)]
     if not versions:
         return None
@@ -116,8 +128,6 @@ def crd_document(path: Path) -> tuple[str, dict] | None:
 def refresh_crds(src: Path) -> None:
     out_dir = DATA / "crds"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("*.json"):
-        old.unlink()
     for path in sorted(src.glob("*.yaml")):
         made = crd_document(path)
         if made is not None:
@@ -294,8 +304,10 @@ def refresh_protobuf(src: Path) -> None:
 def main(src: str) -> None:
     path = Path(src)
     refresh_crds(path)
-    refresh_openapi(path)
-    refresh_protobuf(path)
+    if (path / "swagger.json").exists():
+        refresh_openapi(path)
+        if any(path.glob("*.proto")):
+            refresh_protobuf(path)
 
 
 if __name__ == "__main__":

@@ -209,3 +209,44 @@ def test_the_gateway_serves_the_route_only_to_known_tokens_and_only_with_a_grant
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_gateway_api_types_are_openshifts_crds_and_kuberays_objects_fit_them(env):
+    """HTTPRoute, Gateway (v1) and ReferenceGrant (v1beta1) come from the Gateway API v1.2.1 CRDs
+    OpenShift 4.19 installs, on the 3.x profile only; what KubeRay writes passes their schemas as
+    it is, and a route a user applies is routed as the CRD defaults it."""
+    import copy
+
+    from kfp_ray_sandbox.apiserver import schema
+    from kfp_ray_sandbox.gateway import Gateway
+
+    assert not [t for t in Registry().types if t.group == "gateway.networking.k8s.io"]
+    served = {t.plural: t for t in env.reg.types if t.group == "gateway.networking.k8s.io"}
+    assert {p: (t.version, t.subresources) for p, t in served.items()} == {
+        "httproutes": ("v1", ("status",)), "gateways": ("v1", ("status",)), "referencegrants": ("v1beta1", ())}
+    assert all(t.schema and not t.builtin and "gateway-api" in t.categories for t in served.values())
+    assert [c["name"] for c in served["gateways"].columns] == ["Class", "Address", "Programmed", "Age"]
+
+    env.create(raycluster("fit", workers=0))
+    env.settle()
+    for rt, ns, name in ((served["httproutes"], rhoai.PLATFORM_NAMESPACE, "sandbox-fit"),
+                         (served["referencegrants"], NS, rhoai.REFERENCE_GRANT)):
+        obj = env.store.find(rt, ns, name)
+        checked = copy.deepcopy(obj)
+        found = schema.check(checked, rt.schema)
+        assert (found.unknown, found.errors, checked) == ([], [], obj), rt.kind
+
+    env.store.mutate(env.reg.get("", "services"), NS, "fit-head-svc", lambda o: o["spec"].update(clusterIP="10.0.0.9"))
+    applied = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+               "metadata": {"name": "mine", "namespace": NS},
+               "spec": {"parentRefs": [{"name": rhoai.GATEWAY_NAME, "namespace": rhoai.GATEWAY_NAMESPACE}],
+                        "rules": [{"backendRefs": [{"name": "fit-head-svc", "port": 8265}]}]}}
+    assert schema.check(applied, served["httproutes"].schema).errors == []
+    rule = applied["spec"]["rules"][0]
+    assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/"}}]
+    assert rule["backendRefs"][0] == {"group": "", "kind": "Service", "name": "fit-head-svc", "port": 8265, "weight": 1}
+    env.store.create(served["httproutes"], applied)
+    gateway = Gateway(env.store, env.reg, None, rhoai.GATEWAY_NAMESPACE, rhoai.GATEWAY_NAME)
+    route, rule, prefix = gateway._match("/elsewhere")
+    assert (route["metadata"]["name"], prefix) == ("mine", "/")
+    assert gateway._backend(route, rule) == "http://10.0.0.9:8265"
