@@ -106,3 +106,20 @@ def test_each_component_compiles_alone_and_loads_as_a_component(name):
     # the UI shows the docstring's summary; the loaded form keeps its Args section too
     summary = original.description.split("\n")[0]
     assert summary and loaded.description.startswith(summary)
+
+
+def test_compile_check_names_a_field_rhoai_3s_kfp_would_refuse(tmp_path, capsys):
+    import shutil
+
+    import yaml
+
+    shutil.copytree(registry.COMPILED, tmp_path, dirs_exist_ok=True)
+    path = tmp_path / "xgboost_tune.yaml"
+    spec, platform = yaml.safe_load_all(path.read_text())
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    first = sorted(executors)[0]
+    executors[first]["securityContext"] = {"runAsNonRoot": True}  # kfp-kubernetes 2.17's set_security_context
+    path.write_text(yaml.safe_dump_all([spec, platform]))
+    assert comp.server_accepts(registry.COMPILED) is True
+    assert comp.server_accepts(tmp_path) is False
+    assert f"rhoai-3.3's KFP would refuse: xgboost_tune.yaml: executor {first}: securityContext" in capsys.readouterr().err
