@@ -212,8 +212,12 @@ def test_the_wait_beats_once_per_poll_and_a_failing_heartbeat_is_only_logged(box
         if len(beats) == 2:
             raise RuntimeError("lease patch refused")
 
+    # The wait's own clock is a fake one its sleeps advance: how many polls fit in the admission
+    # timeout is the backoff's schedule, never how busy this machine is (each poll is a real GET).
+    clock = FakeClock(1000.0)
     with pytest.raises(AdmissionTimeout):
-        wait_ready("hb-held", "sandbox", "local-queue-test", admission_timeout=1.5, startup_timeout=5, heartbeat=heartbeat)
+        wait_ready("hb-held", "sandbox", "local-queue-test", admission_timeout=10, startup_timeout=5, heartbeat=heartbeat,
+                   clock=clock, sleep=clock.sleep)
     assert len(beats) >= 3 and beats == list(range(beats[0], beats[0] + len(beats)))  # one beat before each poll
     assert "heartbeat failed (RuntimeError: lease patch refused); carrying on" in capsys.readouterr().out
 
