@@ -197,7 +197,8 @@ class Sandbox:
         # the DSPA's Route: its oauth-proxy in front of the KFP API server (pipelines_api/)
         self.pipelines_api = PipelinesApi(NAMESPACE, server=self.platform.name)
         self.engine = Engine(self.pipelines_api.store, _Pods(self), self.s3.client(), bucket=BUCKET,
-                             namespace=NAMESPACE, s3_endpoint=self.s3.endpoint)
+                             namespace=NAMESPACE, s3_endpoint=self.s3.endpoint,
+                             retry_backoff_cap=lambda: self.faults.platform("task_retry_backoff_cap_s"))
         self.pipelines_api.engine = self.engine
         self.pipelines_api.start_scheduler()
         # the DSPA route's proxy: kube-rbac-proxy on 3.x, oauth-proxy on 2.x

@@ -34,6 +34,8 @@ Platform timings (seconds; PLATFORM_DEFAULTS when unset) are what RHOAI's contro
   pods_ready_timeout_s / requeue_backoff_base_s: Kueue's waitForPodsReady timeout and requeuing
   backoff base; finalizer_delay_s: how long the CodeFlare operator (RayCluster) and Kueue
   (Workload) take to drop their finalizers; termination_grace_s: a pod's default grace period;
+  task_retry_backoff_cap_s: the longest the pipelines server waits before retrying a failed
+  task (unset: the retryPolicy's own backoff, as KFP's Argo compiler sets it);
   kubelet_backoff_s: the kubelet's back-off base for container restarts and image pulls
   (kubernetes v1.31 pkg/kubelet backOffPeriod 10 s, doubling up to MaxContainerBackOff 300 s,
   i.e. 30 x the base), also its pod worker's resync after a failed sync (jittered x1-1.5).
@@ -48,6 +50,8 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import json
+import os
 import re
 import threading
 
@@ -59,7 +63,11 @@ OBJECT_VERBS = ("get", "create", "patch", "update", "delete")
 # RHOAI's values: Kueue v0.11 defaults (apis/config/v1beta1/defaults.go: PodsReady timeout 5 min,
 # backoff base 60 s) under opendatahub's `waitForPodsReady: {enable: true}`; kube's 30 s grace.
 PLATFORM_DEFAULTS = {"pods_ready_timeout_s": 300.0, "requeue_backoff_base_s": 60.0,
-                     "finalizer_delay_s": 2.0, "termination_grace_s": 30.0, "kubelet_backoff_s": 10.0}
+                     "finalizer_delay_s": 2.0, "termination_grace_s": 30.0, "kubelet_backoff_s": 10.0,
+                     "task_retry_backoff_cap_s": float("inf")}
+# A sandbox started with this set (JSON, the "platform" section) starts with those settings:
+# how a test shortens a timing in a sandbox another process starts (`kfp-ray run --local`).
+PLATFORM_ENV = "KFP_RAY_SANDBOX_PLATFORM"
 PLATFORM_SWITCHES = ("wait_for_pods_ready",)
 SECTIONS = ("api", "clusters", "platform")
 
@@ -68,6 +76,8 @@ class Faults:
     def __init__(self):
         self._lock = threading.Lock()
         self._config: dict = {"api": {}, "clusters": {}, "platform": {}}
+        if os.environ.get(PLATFORM_ENV):
+            self.set({"platform": json.loads(os.environ[PLATFORM_ENV])})
 
     @staticmethod
     def _validated(config: dict) -> dict:

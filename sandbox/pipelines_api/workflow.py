@@ -91,9 +91,12 @@ class Execution:
 
 class Engine:
     def __init__(self, pipeline_store, pods: PodApi, s3, *, bucket: str, namespace: str, s3_endpoint: str,
-                 image: dict | None = None):
+                 image: dict | None = None, retry_backoff_cap=lambda: float("inf")):
         """`s3`: a boto3 client with the DSPA's storage keys (reads what launchers wrote);
-        `image`: the task image (rayimage.task_image()); built on first use when None."""
+        `image`: the task image (rayimage.task_image()); built on first use when None;
+        `retry_backoff_cap`: the longest wait before a task's retry, in seconds (the faults'
+        task_retry_backoff_cap_s; infinite: the retryPolicy's own backoff)."""
+        self.retry_backoff_cap = retry_backoff_cap
         self.store = pipeline_store
         self.pods = pods
         self.s3 = s3
@@ -292,7 +295,7 @@ class Engine:
             if ex.halted(node):
                 return CANCELED
             if attempt:
-                if ex.canceling.wait(self._backoff(policy, attempt)) or ex.deleted.is_set():
+                if ex.canceling.wait(min(self._backoff(policy, attempt), self.retry_backoff_cap())) or ex.deleted.is_set():
                     return CANCELED
             state = self._attempt(ex, node, task_name, container, config, params, arts)
             if state == SUCCEEDED:

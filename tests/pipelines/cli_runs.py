@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+from kfp_ray_sandbox.faults import PLATFORM_ENV
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_cli(name, *params, keep=None, platform=None):
+def run_cli(name, *params, keep=None, platform=None, timings=None):
+    """`kfp-ray run NAME --local` in a subprocess; `timings`: the platform timings its sandbox
+    starts with (kfp_ray_sandbox.faults.PLATFORM_ENV), e.g. a short task retry backoff."""
     args = [sys.executable, "-m", "kfp_ray.pipelines", "run", name, "--local"]
     if platform:
         args += ["--platform", platform]
@@ -18,7 +24,8 @@ def run_cli(name, *params, keep=None, platform=None):
         args += ["--param", p]
     if keep:
         args += ["--keep-outputs", str(keep)]
-    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    env = {**os.environ, PLATFORM_ENV: json.dumps(timings)} if timings else None
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
 
 
 def summary_metrics(out: str) -> dict:
