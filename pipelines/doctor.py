@@ -45,11 +45,11 @@ APIS = [  # name, group, version, resources, fix
 # 2.x runs the CodeFlare operator (its AppWrapper API, workload.codeflare.dev); 3.x has none
 # (opendatahub-operator #2468) and KubeRay secures clusters itself, publishing dashboards as
 # Gateway API HTTPRoutes (red-hat-data-services/kuberay rhoai-3.3).
-PLATFORMS = (
-    ("workload.codeflare.dev", "v1beta2", "appwrappers",
+PLATFORMS = (  # group, version, resource, release, what the platform line says
+    ("workload.codeflare.dev", "v1beta2", "appwrappers", "2.x",
      "OpenShift AI 2.x: the CodeFlare operator secures RayClusters (oauth-proxy sidecar, mTLS from its CA, "
      "finalizer ray.openshift.ai/oauth-finalizer)"),
-    ("gateway.networking.k8s.io", "v1", "httproutes",
+    ("gateway.networking.k8s.io", "v1", "httproutes", "3.x",
      "OpenShift AI 3.x: KubeRay secures RayClusters (kube-rbac-proxy sidecar, cert-manager mTLS, finalizer "
      "ray.io/authentication-resources; dashboards on the data-science-gateway)"),
 )
@@ -181,13 +181,13 @@ class Doctor:
         """Which OpenShift AI release this is, from the APIs it serves."""
         if self.api is None:
             return self._skipped("platform")
-        for group, version, resource, what in PLATFORMS:
+        for group, version, resource, release, what in PLATFORMS:
             try:
                 served = self._served(group, version)
             except Exception as exc:  # noqa: BLE001
                 return Check("platform", "FAIL", _why(exc), "check that the cluster's API answers discovery")
             if resource in (served or ()):
-                self.release = what.split(":", 1)[0].rsplit(" ", 1)[1]  # "OpenShift AI 3.x: ..." -> "3.x"
+                self.release = release
                 return Check("platform", "PASS", what)
         return Check("platform", "FAIL", "neither the CodeFlare operator's API (OpenShift AI 2.x) nor the Gateway API "
                      "(3.x) is served", "kfp-ray runs on OpenShift AI 2.25 or 3.x with the ray component Managed "

@@ -170,9 +170,6 @@ class CodeFlareOperator(RayPlatform):
 
     def __init__(self, store, registry, faults):
         super().__init__(store, registry, faults)
-        self.secret_t = registry.get("", "secrets")
-        self.sa_t = registry.get("", "serviceaccounts")
-        self.svc_t = registry.get("", "services")
         self.route_t = registry.get("route.openshift.io", "routes")
 
     # --- webhook -----------------------------------------------------------------

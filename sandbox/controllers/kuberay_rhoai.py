@@ -116,11 +116,8 @@ class RhoaiKubeRay(RayPlatform):
 
     def __init__(self, store, registry, faults):
         super().__init__(store, registry, faults)
-        self.secret_t = registry.get("", "secrets")
-        self.sa_t = registry.get("", "serviceaccounts")
         self.cm_t = registry.get("", "configmaps")
         self.pod_t = registry.get("", "pods")
-        self.svc_t = registry.get("", "services")
         self.route_t = registry.get("gateway.networking.k8s.io", "httproutes")
         self.grant_t = registry.get("gateway.networking.k8s.io", "referencegrants")
         self._clusters: dict[str, tuple[str, str]] = {}  # uid -> (ns, name), for the mTLS cleanup once gone

@@ -103,6 +103,14 @@ def ray_pod_sets(rc: dict) -> list[dict]:
     return cluster_pod_sets(rc.get("spec"))
 
 
+def _kueue_job_owner(obj: dict) -> dict | None:
+    """The controller owner reference of `obj` when it is a job kind Kueue manages here (RayCluster, RayJob)."""
+    owner = next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+    if owner and owner.get("apiVersion", "").startswith("ray.io/") and owner.get("kind") in ("RayCluster", "RayJob"):
+        return owner
+    return None
+
+
 def workload_name(job: dict) -> str:
     """jobframework.GetWorkloadNameForOwnerWithGVK: <kind>-<name>-<sha1(kind, group, name, uid)[:5]>."""
     return workload_name_for(job.get("kind") or "RayCluster", job["metadata"]["name"], job["metadata"]["uid"])
@@ -176,19 +184,19 @@ class KueueController(Controller):
         self._seq = itertools.count()
 
     # --- webhooks --------------------------------------------------------------
+    def _namespace_labels(self, namespace: str | None) -> dict:
+        ns = self.store.find(self.ns_t, None, namespace) if namespace else None
+        return (ns or {}).get("metadata", {}).get("labels") or {}
+
     def namespace_managed(self, namespace: str | None) -> bool:
         """The ODH webhook's test: kueue.openshift.io/managed=true or the legacy kueue-managed=true."""
-        ns = self.store.find(self.ns_t, None, namespace) if namespace else None
-        labels = (ns or {}).get("metadata", {}).get("labels") or {}
+        labels = self._namespace_labels(namespace)
         return labels.get(MANAGED_LABEL) == "true" or labels.get(LEGACY_MANAGED_LABEL) == "true"
 
     def webhooks_apply(self, namespace: str | None) -> bool:
         """Whether Kueue's own webhooks see objects in `namespace`: everywhere on 2.x; on 3.x only
         where the namespace carries kueue.openshift.io/managed=true (the legacy label does not count)."""
-        if not self.platform.kueue_opt_in:
-            return True
-        ns = self.store.find(self.ns_t, None, namespace) if namespace else None
-        return ((ns or {}).get("metadata", {}).get("labels") or {}).get(MANAGED_LABEL) == "true"
+        return not self.platform.kueue_opt_in or self._namespace_labels(namespace).get(MANAGED_LABEL) == "true"
 
     def wait_for_pods_ready(self) -> bool:
         return self.faults.switch("wait_for_pods_ready", self.platform.wait_for_pods_ready)
@@ -199,8 +207,7 @@ class KueueController(Controller):
         meta = obj["metadata"]
         if (meta.get("labels") or {}).get(QUEUE_LABEL, ""):
             return
-        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
-        if owner and owner.get("apiVersion", "").startswith("ray.io/") and owner.get("kind") in ("RayCluster", "RayJob"):
+        if _kueue_job_owner(obj) is not None:
             return  # IsOwnerManagedByKueueForObject: the owner's kind is an enabled integration
         if self.store.find(self.lq_t, meta.get("namespace"), DEFAULT_LOCAL_QUEUE) is None:
             return
@@ -211,10 +218,9 @@ class KueueController(Controller):
         controller owner that is a Kueue job kind with a queue name, walking up the chain."""
         found, current, seen = None, obj, set()
         while True:
-            owner = next((r for r in current["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+            owner = _kueue_job_owner(current)
             uid = current["metadata"].get("uid")
-            if owner is None or uid in seen or not owner.get("apiVersion", "").startswith("ray.io/") \
-                    or owner.get("kind") not in ("RayCluster", "RayJob"):
+            if owner is None or uid in seen:
                 return found
             seen.add(uid)
             rt = self.rc_t if owner["kind"] == "RayCluster" else self.rj_t

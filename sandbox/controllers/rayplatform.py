@@ -14,6 +14,10 @@ class RayPlatform:
     def __init__(self, store, registry, faults):
         self.store, self.registry, self.faults = store, registry, faults
         self.rc_t = registry.get("ray.io", "rayclusters")
+        # what both releases' controllers write beside the cluster
+        self.secret_t = registry.get("", "secrets")
+        self.sa_t = registry.get("", "serviceaccounts")
+        self.svc_t = registry.get("", "services")
         self._deleting_since: dict[str, float] = {}  # uid -> when the controller first saw the deletionTimestamp
 
     def admission(self, op: str, rt, obj: dict, old: dict | None) -> None:

@@ -295,7 +295,7 @@ class Engine:
             if ex.halted(node):
                 return CANCELED
             if attempt:
-                if ex.canceling.wait(min(self._backoff(policy, attempt), self.retry_backoff_cap())) or ex.deleted.is_set():
+                if ex.canceling.wait(self._retry_wait(policy, attempt)) or ex.deleted.is_set():
                     return CANCELED
             state = self._attempt(ex, node, task_name, container, config, params, arts)
             if state == SUCCEEDED:
@@ -305,6 +305,10 @@ class Engine:
             if state == CANCELED:
                 return state
         return FAILED
+
+    def _retry_wait(self, policy: dict, attempt: int) -> float:
+        """How long before retry `attempt`: the retryPolicy's backoff, capped by the faults' timing."""
+        return min(self._backoff(policy, attempt), self.retry_backoff_cap())
 
     @staticmethod
     def _backoff(policy: dict, attempt: int) -> float:

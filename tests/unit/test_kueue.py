@@ -549,12 +549,17 @@ def test_a_sandbox_started_with_platform_env_starts_with_those_timings(monkeypat
     from kfp_ray_sandbox.faults import PLATFORM_ENV
     from kfp_ray_sandbox.pipelines_api.workflow import Engine
 
-    assert Faults().platform("task_retry_backoff_cap_s") == float("inf")  # the retryPolicy's own backoff
+    default = Faults()
+    assert default.platform("task_retry_backoff_cap_s") == float("inf")  # the retryPolicy's own backoff
     monkeypatch.setenv(PLATFORM_ENV, '{"task_retry_backoff_cap_s": 1, "wait_for_pods_ready": true}')
     faults = Faults()
     assert faults.platform("task_retry_backoff_cap_s") == 1.0 and faults.switch("wait_for_pods_ready", False) is True
     policy = {"backoffDuration": "30s", "backoffFactor": 2.0, "backoffMaxDuration": "604800s"}
-    assert [Engine._backoff(policy, n) for n in (1, 2)] == [30.0, 60.0]  # what the engine caps with it
+    engine = Engine.__new__(Engine)  # only its retry wait is asked
+    engine.retry_backoff_cap = lambda: faults.platform("task_retry_backoff_cap_s")
+    assert [engine._retry_wait(policy, n) for n in (1, 2)] == [1.0, 1.0]
+    engine.retry_backoff_cap = lambda: default.platform("task_retry_backoff_cap_s")
+    assert [engine._retry_wait(policy, n) for n in (1, 2)] == [30.0, 60.0]  # uncapped: the retryPolicy's own
     monkeypatch.setenv(PLATFORM_ENV, '{"task_retry_backoff": 1}')
     with pytest.raises(ValueError, match="unknown fault.*platform.task_retry_backoff"):
         Faults()
