@@ -283,9 +283,9 @@ class KueueController(Controller):
         missing = {name: missing_flavors(cq, flavors) for name, cq in cqs.items()}
         inactive = {name for name, m in missing.items() if m}
         self._forget({w["metadata"]["uid"] for w in self._wls.values()})
-        for wl in sorted(self._wls.values(), key=lambda w: int(w["metadata"]["resourceVersion"])):
-            if wl["metadata"]["uid"] not in self._created:
-                self._created[wl["metadata"]["uid"]] = next(self._seq)
+        unseen = [w for w in self._wls.values() if w["metadata"]["uid"] not in self._created]
+        for wl in sorted(unseen, key=lambda w: int(w["metadata"]["resourceVersion"])):
+            self._created[wl["metadata"]["uid"]] = next(self._seq)
 
         owned: dict[str, list[tuple]] = {}
         for key, wl in self._wls.items():
