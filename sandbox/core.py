@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from . import nodepool
 from .apiserver import errors
 from .apiserver.admission import QuotaFaultAdmission, ServiceAccountAdmission
 from .apiserver.http import HttpServer
@@ -114,12 +115,15 @@ def _write_private(path: Path, text: str) -> None:
 
 class Sandbox:
     def __init__(self, state_dir: str | Path | None = None, max_real_workers: int | None = None,
-                 local_queue_layout: str = "seed", platform: str | None = None):
+                 local_queue_layout: str = "seed", platform: str | None = None, nodes=None):
         """`local_queue_layout`: "seed" (default) gives LocalQueue `local-queue-test`, annotated as the
         namespace's default queue; "rhoai-default" gives RHOAI's operator-made LocalQueue `default`
         without that annotation (see bootstrap_objects). `info["local_queue"]` names it.
-        `platform`: the OpenShift AI release it plays (platforms.py; None: the default)."""
+        `platform`: the OpenShift AI release it plays (platforms.py; None: the default).
+        `nodes`: the node pool, NodeGroups (nodepool.py; None: OpenShift's 3 control-plane
+        nodes, 2 CPU workers and a GPU node)."""
         self.platform = platform_profile(platform)
+        self.nodes = tuple(nodes or nodepool.OPENSHIFT)
         self.bootstrap = bootstrap_objects(local_queue_layout)
         self.own_dir = state_dir is None
         # An own state dir is made in start(), once the watchdog will remove it if the owner dies.
@@ -184,7 +188,7 @@ class Sandbox:
             self.gateway_http.start()
         self._bootstrap()
         accounts = ServiceAccountsController(self.store, self.registry, self.ca.ca_pem)
-        node = NodeController(self.store, self.registry, self.faults, self.state_dir)
+        node = NodeController(self.store, self.registry, self.faults, self.state_dir, pool=self.nodes)
         for c in (accounts, node):  # the node and every `default` account exist once start returns
             c.reconcile()
         self.controllers = [kueue, kuberay, rayjobs, self.kubelet, self.proxy, accounts, node,
@@ -276,7 +280,7 @@ class Sandbox:
         return self.store.create(rt, obj)
 
     def _bootstrap(self) -> None:
-        for obj in self.bootstrap:
+        for obj in self.bootstrap + nodepool.flavors(self.nodes):
             self._create(obj)
         if self.platform.ray_security == "kuberay":
             self._bootstrap_gateway()

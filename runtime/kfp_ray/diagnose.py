@@ -218,6 +218,12 @@ class PodTrouble:
         return _whose(cs, what, fix) + (f"\n--- its last log lines ---\n{tail}" if tail else "")
 
 
+def placement(pods) -> str:
+    """'head worker-0, worker gpu-worker-0': each pod's role and the node it is bound to."""
+    return ", ".join(f"{(p.metadata.labels or {}).get('ray.io/node-type', 'pod')} {p.spec.node_name or 'unscheduled'}"
+                     for p in sorted(pods, key=lambda p: p.metadata.name))
+
+
 def pod_summary(pods) -> str:
     """One short phrase per pod: role, phase, readiness, why a container waits; then, for
     pods kube-scheduler could not place, what they wait for (once per distinct verdict)."""

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import kube
-from .diagnose import IMAGE_PULL_GRACE, PodTrouble, pod_summary, replica_failure
+from .diagnose import IMAGE_PULL_GRACE, PodTrouble, placement, pod_summary, replica_failure
 from .errors import AdmissionTimeout, ClusterError, Evicted, PodsFailing, StartupTimeout
 from .queues import KueueView
 from .rayclusters import being_deleted, get, suspended
@@ -252,7 +252,7 @@ class _Wait:
     def started(self, rc: dict, now: float) -> bool:
         self.cluster_name = self.target.cluster_name(rc)
         if self.target.ready(rc):
-            log(f"RayCluster {self.cluster_name} ready after {self.spent['starting']:.1f}s starting")
+            log(f"RayCluster {self.cluster_name} ready after {self.spent['starting']:.1f}s starting{self.nodes_note()}")
             return True
         problem = replica_failure(self.target.cluster(rc, now) or {})
         if problem and not problem.transient:
@@ -276,6 +276,16 @@ class _Wait:
         if trouble:
             raise PodsFailing(f"RayCluster {self.cluster_name!r} cannot start: {trouble}")
         self.pods = pod_summary(pods)
+
+    def nodes_note(self) -> str:
+        """'; pods on nodes: head worker-0, worker gpu-worker-0' (where GPU workers landed, for the
+        record); '' when the pods cannot be read."""
+        try:
+            pods = kube.call(kube.core().list_namespaced_pod, self.ns, label_selector=f"ray.io/cluster={self.cluster_name}",
+                             what="list pods", attempts=2).items
+        except Exception:  # noqa: BLE001 - only a note on the ready line
+            return ""
+        return f"; pods on nodes: {placement(pods)}" if pods else ""
 
     def previous_log(self, pod, container: str, lines: int = 20) -> str:
         """The last lines of a crashed container's previous instance (pipeline-runner may read

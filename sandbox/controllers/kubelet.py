@@ -1,7 +1,13 @@
-"""The scheduler and the kubelet of the sandbox's one node: pods become real Ray nodes.
+"""The scheduler and the kubelets of the sandbox's nodes: pods become real Ray nodes.
 
-- Scheduling: a pod that does not tolerate the node's taints (fault `taint`) stays
-  Pending with PodScheduled=False/Unschedulable and the scheduler's message.
+- Scheduling (scheduler.py decides, as kube-scheduler v1.31): a pending pod is placed on a
+  node of the pool (nodepool.py) that it tolerates, matches and fits; bound, it gets event
+  Scheduled "Successfully assigned <ns>/<pod> to <node>". A pod that fits nowhere stays
+  Pending with PodScheduled=False/Unschedulable and the scheduler's message (event
+  FailedScheduling), and is tried again after its back-off (podInitialBackoffSeconds 1 s
+  doubling to podMaxBackoffSeconds 10 s), so it lands once capacity frees. Pods are tried in
+  the scheduling queue's order: priority, then creation. A pod with schedulingGates waits,
+  PodScheduled=False/SchedulingGated.
 - Image pull (fault `image_pull`: true hits the Ray container, a name hits that container;
   `image_pull_failures: N`: the Ray container's first N pulls fail): as kubelet v1.31's image
   manager, a failed pull leaves the container waiting in ErrImagePull with the runtime's error
@@ -50,12 +56,11 @@ from ..apiserver import errors
 from ..apiserver.errors import ApiError
 from ..apiserver.store import now_rfc3339
 from ..raynode import PodProcess, RayNode, free_port
-from . import podcerts
+from . import podcerts, scheduler
 from .backoff import Backoff, go_duration
 from .base import Controller, log, record_event
 
-NODE = "sandbox-node"
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+SCHEDULE_BACKOFF = (1.0, 10.0)  # kube-scheduler's podInitialBackoffSeconds, podMaxBackoffSeconds
 READY_TIMEOUT = 180.0
 NODE_SHUTDOWN_GRACE_S = 2.0  # the sandbox going down: each pod's grace (the sandbox's SHUTDOWN_GRACE)
 MIN_GRACE = 2.0  # kuberuntime's minimumGracePeriodInSeconds
@@ -97,17 +102,6 @@ class PullState:
     next_sync: float = 0.0
     failures: int = 0
     pulled: bool = False
-
-
-def tolerates(pod: dict, taint: dict) -> bool:
-    for t in (pod.get("spec") or {}).get("tolerations") or []:
-        if t.get("effect") and t["effect"] != taint["effect"]:
-            continue
-        if t.get("operator") == "Exists" and (not t.get("key") or t["key"] == taint["key"]):
-            return True
-        if t.get("key") == taint["key"] and t.get("value", "") == taint.get("value", ""):
-            return True
-    return False
 
 
 class ConfigError(Exception):
@@ -248,6 +242,8 @@ class Kubelet(Controller):
         self.network, self.faults, self.root = network, faults, root
         self.forwarder = forwarder  # gives pods their container ports (sandbox/proxy.py)
         self.pod_t = self.rt("", "pods")
+        self.node_t = self.rt("", "nodes")
+        self.queue: dict[str, tuple[int, float]] = {}  # unschedulable pod uid -> (attempts, next try, monotonic)
         self.svc_t = self.rt("", "services")
         self.secret_t = self.rt("", "secrets")
         self.volume_root = root / VOLUMES_DIR  # each pod's secret and emptyDir volumes (podcerts.py)
@@ -276,11 +272,14 @@ class Kubelet(Controller):
             gone = [rt for uid, rt in self.pods.items() if uid not in live]
         for rt in gone:  # removed without us (grace 0, or a terminated pod's final delete)
             self._terminate(rt, None, MIN_GRACE)
+        for uid in set(self.queue) - live:
+            self.queue.pop(uid, None)
+        self._schedule_pending(pods)
         for pod in pods:
             try:
                 if pod["metadata"].get("deletionTimestamp"):
                     self._begin_termination(pod)
-                else:
+                elif pod["spec"].get("nodeName"):
                     self._reconcile_pod(pod)
             except Exception:  # one pod never stops the others
                 log.exception("kubelet: pod %s/%s", pod["metadata"]["namespace"], pod["metadata"]["name"])
@@ -288,10 +287,6 @@ class Kubelet(Controller):
     def _reconcile_pod(self, pod: dict) -> None:
         uid = pod["metadata"]["uid"]
         faults = self.faults.for_cluster(pod["metadata"].get("labels", {}).get("ray.io/cluster", ""))
-        status = pod.get("status") or {}
-        if not pod["spec"].get("nodeName"):
-            self._schedule(pod, faults, status)
-            return
         with self.lock:
             rt = self.pods.get(uid)
         if rt is None:  # bound by an earlier kubelet pass that is gone (never here), or by hand
@@ -310,28 +305,67 @@ class Kubelet(Controller):
             rt.crashed_once = True
             self.crash(rt.ns, rt.cluster)
 
-    def _schedule(self, pod: dict, faults: dict, status: dict) -> None:
-        taints = [GPU_TAINT] if faults.get("taint") else []
-        untolerated = [t for t in taints if not tolerates(pod, t)]
-        if untolerated:
-            t = untolerated[0]
-            msg = (f"0/1 nodes are available: 1 node(s) had untolerated taint {{{t['key']}: {t['value']}}}. "
-                   "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
-            if not any(c.get("message") == msg for c in status.get("conditions") or []):
-                self._set_status(pod, lambda s: s.update(phase="Pending", conditions=[
-                    {"type": "PodScheduled", "status": "False", "lastProbeTime": None,
-                     "lastTransitionTime": now_rfc3339(), "reason": "Unschedulable", "message": msg}]))
-                self._event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
+    # --- scheduling --------------------------------------------------------------
+    def _schedule_pending(self, pods: list[dict]) -> None:
+        """One pass of the scheduling queue: every pending pod whose back-off is over, in
+        priority then creation order, against the nodes less what is bound (and what this pass
+        binds)."""
+        pending = [p for p in pods if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+                   and (p.get("status") or {}).get("phase", "Pending") == "Pending"]
+        if not pending:
             return
+        now = time.monotonic()
+        ready = [p for p in pending if self.queue.get(p["metadata"]["uid"], (0, 0.0))[1] <= now]
+        if not ready:
+            return
+        nodes = sorted(self.store.list(self.node_t)[0], key=lambda n: n["metadata"]["name"])
+        usage = scheduler.node_usage(pods)
+        ready.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), p["metadata"].get("creationTimestamp", ""),
+                                  p["metadata"]["name"]))
+        for pod in ready:
+            try:
+                self._schedule(pod, nodes, usage, now)
+            except Exception:  # one pod never stops the others
+                log.exception("scheduler: pod %s/%s", pod["metadata"]["namespace"], pod["metadata"]["name"])
+
+    def _schedule(self, pod: dict, nodes: list[dict], usage: dict, now: float) -> None:
+        uid = pod["metadata"]["uid"]
+        status = pod.get("status") or {}
+        if pod["spec"].get("schedulingGates"):
+            self._unschedulable(pod, status, "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")
+            return
+        decision = scheduler.place(pod, nodes, usage)
+        if decision.node is None:
+            attempts, _ = self.queue.get(uid, (0, 0.0))
+            low, high = SCHEDULE_BACKOFF
+            self.queue[uid] = (attempts + 1, now + min(high, low * 2 ** attempts))
+            self._unschedulable(pod, status, "Unschedulable", decision.message, event=True)
+            return
+        self.queue.pop(uid, None)
+        used, count = usage.get(decision.node, ({}, 0))
+        for k, v in scheduler.pod_requests(pod).items():
+            used[k] = used.get(k, 0) + v
+        usage[decision.node] = (used, count + 1)
 
         def bind(p):
-            p["spec"]["nodeName"] = NODE
+            p["spec"]["nodeName"] = decision.node
         self.store.mutate(self.pod_t, pod["metadata"]["namespace"], pod["metadata"]["name"], bind)
-        pod["spec"]["nodeName"] = NODE
+        pod["spec"]["nodeName"] = decision.node
         self._adopt(pod)
         self._event(pod, "Normal", "Scheduled",
-                    f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {NODE}",
+                    f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {decision.node}",
                     "default-scheduler")
+
+    def _unschedulable(self, pod: dict, status: dict, reason: str, msg: str, event: bool = False) -> None:
+        """PodScheduled=False as the scheduler's failure handler writes it; FailedScheduling
+        once per new message (the event recorder counts repeats of one)."""
+        if any(c.get("type") == "PodScheduled" and c.get("message") == msg for c in status.get("conditions") or []):
+            return
+        self._set_status(pod, lambda s: s.update(phase="Pending", conditions=[
+            {"type": "PodScheduled", "status": "False", "lastProbeTime": None,
+             "lastTransitionTime": now_rfc3339(), "reason": reason, "message": msg}]))
+        if event:
+            self._event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
 
     def _adopt(self, pod: dict) -> PodRuntime:
         ip = (pod.get("status") or {}).get("podIP") or self.network.allocate()

@@ -1,11 +1,11 @@
-"""The sandbox's one Node, as its kubelet registers and updates it (v1.31).
+"""The sandbox's nodes (nodepool.py), as their kubelets register and update them (v1.31).
 
-The node is this machine: capacity from its cores, memory and disk, allocatable less what
-an OpenShift kubelet reserves (systemReserved cpu 500m, memory 1Gi, ephemeral-storage 1Gi;
-eviction threshold memory.available 100Mi), and the ClusterQueues' GPU quota as logical
-`nvidia.com/gpu` (the pods' GPUs are logical too). Conditions Ready and no pressure;
-addresses InternalIP 127.0.0.1 and Hostname. While any `taint` cluster fault is set the
-node carries the taint the scheduler simulation (controllers/kubelet.py) enforces.
+Each node of the pool gets capacity and allocatable from its group (allocatable less what an
+OpenShift kubelet reserves: systemReserved cpu 500m, memory 1Gi, ephemeral-storage 1Gi;
+eviction threshold memory.available 100Mi), its group's labels and taints, conditions Ready
+and no pressure, and addresses InternalIP 127.0.0.1 and Hostname (every pod runs on this
+machine). While any `taint` cluster fault is set, the nodes without taints of their own (the
+CPU workers) carry the GPU taint too, so a pod that does not tolerate it fits nowhere.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from .. import quantity
 from ..apiserver.store import now_rfc3339
+from ..nodepool import GPU_TAINT, OPENSHIFT, NodeGroup
 from .base import Controller
-from .kubelet import GPU_TAINT, NODE
 
 KUBELET_VERSION = "v1.31.6"  # the API server's gitVersion
 MAX_PODS = "250"  # OpenShift's kubelet maxPods
@@ -65,12 +65,11 @@ def _ki(value) -> str:
     return f"{int(value) // 1024}Ki"
 
 
-def capacity(gpus: int, root: Path | None = None) -> dict[str, str]:
-    disk = shutil.disk_usage(root or "/").total
-    cap = {"cpu": str(os.cpu_count() or 1), "memory": _ki(machine_memory()), "ephemeral-storage": _ki(disk),
+def capacity(group: NodeGroup, disk: int) -> dict[str, str]:
+    cap = {"cpu": str(group.cpu), "memory": _ki(group.memory_gi * 2**30), "ephemeral-storage": _ki(disk),
            "hugepages-1Gi": "0", "hugepages-2Mi": "0", "pods": MAX_PODS}
-    if gpus:
-        cap["nvidia.com/gpu"] = str(gpus)
+    if group.gpus:
+        cap["nvidia.com/gpu"] = str(group.gpus)
     return cap
 
 
@@ -85,30 +84,16 @@ def allocatable(cap: dict[str, str]) -> dict[str, str]:
 
 
 class NodeController(Controller):
-    """Registers the node and keeps its capacity (GPU quota) and taints current."""
+    """Registers the pool's nodes and keeps their taints (the `taint` fault) current."""
 
     name = "node"
     resync = 2.0
 
-    def __init__(self, store, registry, faults, root: Path | None = None):
+    def __init__(self, store, registry, faults, root: Path | None = None, pool=OPENSHIFT):
         super().__init__(store, registry)
-        self.faults, self.root = faults, root
+        self.faults, self.root, self.pool = faults, root, tuple(pool)
         self.node_t = self.rt("", "nodes")
-        self.cq_t = self.rt("kueue.x-k8s.io", "clusterqueues")
         self._static: dict | None = None
-
-    def _gpus(self) -> int:
-        """The largest GPU quota of any ClusterQueue (summed over its flavors)."""
-        best = 0
-        for cq in self.store.list(self.cq_t)[0]:
-            total = Fraction(0)
-            for group in (cq.get("spec") or {}).get("resourceGroups") or []:
-                for flavor in group.get("flavors") or []:
-                    for res in flavor.get("resources") or []:
-                        if res.get("name") == "nvidia.com/gpu":
-                            total += quantity.parse(res.get("nominalQuota", 0))
-            best = max(best, int(total))
-        return best
 
     def tainted(self) -> bool:
         return any((f or {}).get("taint") for f in (self.faults.get().get("clusters") or {}).values())
@@ -118,10 +103,7 @@ class NodeController(Controller):
             machine_id = _read("/etc/machine-id") or "0" * 32
             self._static = {
                 "labels": {"beta.kubernetes.io/arch": _arch(), "beta.kubernetes.io/os": "linux",
-                           "kubernetes.io/arch": _arch(), "kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux",
-                           # A single-node OpenShift: control plane and worker in one.
-                           "node-role.kubernetes.io/control-plane": "", "node-role.kubernetes.io/master": "",
-                           "node-role.kubernetes.io/worker": ""},
+                           "kubernetes.io/arch": _arch(), "kubernetes.io/os": "linux"},
                 "nodeInfo": {"machineID": machine_id, "systemUUID": _uuid(machine_id),
                              "bootID": _read("/proc/sys/kernel/random/boot_id"),
                              "kernelVersion": platform.release(), "osImage": os_image(),
@@ -129,28 +111,37 @@ class NodeController(Controller):
                              "containerRuntimeVersion": f"ray://{_ray_version()}",
                              "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
                              "operatingSystem": "linux", "architecture": _arch()},
+                "disk": shutil.disk_usage(self.root or "/").total,
             }
         return self._static
 
-    def desired(self) -> dict:
+    def desired(self, group: NodeGroup, name: str) -> dict:
         static = self._static_parts()
-        cap = capacity(self._gpus(), self.root)
-        spec: dict = {}
-        if self.tainted():
-            spec["taints"] = [dict(GPU_TAINT, timeAdded=now_rfc3339())]
+        cap = capacity(group, static["disk"])
+        taints = [dict(t) for t in group.taints]
+        if not taints and self.tainted():
+            taints = [dict(GPU_TAINT, timeAdded=now_rfc3339())]
+        labels = {**static["labels"], **group.labels, "kubernetes.io/hostname": name,
+                  "node.kubernetes.io/instance-type": group.instance_type,
+                  "beta.kubernetes.io/instance-type": group.instance_type}
         return {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": NODE, "labels": dict(static["labels"]),
+                "metadata": {"name": name, "labels": labels,
                              "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
-                "spec": spec,
+                "spec": {"taints": taints} if taints else {},
                 "status": {"capacity": cap, "allocatable": allocatable(cap),
                            "conditions": _conditions(), "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
-                                                                     {"type": "Hostname", "address": NODE}],
+                                                                     {"type": "Hostname", "address": name}],
                            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
                            "nodeInfo": dict(static["nodeInfo"]), "images": []}}
 
     def reconcile(self) -> None:
-        want = self.desired()
-        node = self.store.find(self.node_t, None, NODE)
+        for group in self.pool:
+            for name in group.node_names():
+                self._sync(self.desired(group, name))
+
+    def _sync(self, want: dict) -> None:
+        name = want["metadata"]["name"]
+        node = self.store.find(self.node_t, None, name)
         if node is None:
             self.store.create(self.node_t, want)
             return
@@ -159,13 +150,7 @@ class NodeController(Controller):
                 n["spec"] = {k: v for k, v in (n.get("spec") or {}).items() if k != "taints"}
                 if want["spec"].get("taints"):
                     n["spec"]["taints"] = want["spec"]["taints"]
-            self.store.mutate(self.node_t, None, NODE, set_taints)
-        status = node.get("status") or {}
-        if status.get("capacity") != want["status"]["capacity"]:
-            def set_capacity(n):
-                n["status"]["capacity"] = want["status"]["capacity"]
-                n["status"]["allocatable"] = want["status"]["allocatable"]
-            self.store.mutate(self.node_t, None, NODE, set_capacity, subresource="status")
+            self.store.mutate(self.node_t, None, name, set_taints)
 
 
 def _taint_keys(node: dict) -> list:

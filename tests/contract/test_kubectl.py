@@ -101,7 +101,10 @@ def test_api_resources(kubectl, runner):
 
 
 def test_get_and_describe_as_admin(kubectl):
-    assert "sandbox-node" in kubectl.ok("get", "nodes")
+    names = [line.split()[0] for line in kubectl.ok("get", "nodes").splitlines()[1:]]
+    assert names == ["gpu-worker-0", "master-0", "master-1", "master-2", "worker-0", "worker-1"]
+    roles = {line.split()[0]: line.split()[2] for line in kubectl.ok("get", "nodes").splitlines()[1:]}
+    assert roles["master-0"] == "control-plane,master" and roles["worker-0"] == "worker"
     assert "cluster-queue" in kubectl.ok("get", "clusterqueues")
     assert "local-queue-test" in kubectl.ok("get", "localqueues")
     for kind in ("rayclusters", "workloads", "pods", "events"):
@@ -109,12 +112,14 @@ def test_get_and_describe_as_admin(kubectl):
     assert "default" in kubectl.ok("get", "serviceaccounts")
     assert {"default", "kube-system", "kube-public", "sandbox"} <= {
         line.split()[0] for line in kubectl.ok("get", "namespaces").splitlines()[1:]}
-    for kind, name in (("clusterqueue", "cluster-queue"), ("localqueue", "local-queue-test"), ("node", "sandbox-node")):
+    for kind, name in (("clusterqueue", "cluster-queue"), ("localqueue", "local-queue-test"), ("node", "gpu-worker-0")):
         out = kubectl.ok("describe", kind, name)
         assert re.search(rf"^Name:\s+{name}$", out, re.M), out
-    node = yaml.safe_load(kubectl.ok("get", "node", "sandbox-node", "-o", "yaml"))
+    node = yaml.safe_load(kubectl.ok("get", "node", "gpu-worker-0", "-o", "yaml"))
     assert node["status"]["addresses"][0] == {"type": "InternalIP", "address": "127.0.0.1"}
-    assert node["status"]["capacity"]["nvidia.com/gpu"] == "5"
+    assert node["status"]["capacity"]["nvidia.com/gpu"] == "4"
+    assert node["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+    assert "gpu-worker-0" in kubectl.ok("get", "nodes", "-l", "nvidia.com/gpu.present=true", "-o", "name")
 
 
 def test_get_as_pipeline_runner_follows_the_dspa_role(kubectl):
@@ -215,7 +220,7 @@ def test_auth_can_i_and_whoami(kubectl):
 def test_wait_for_condition_sees_the_change_through_its_watch(kubectl, sbx, api):
     """kubectl wait falls back from watch-list (refused, as v1.31 refuses it) to LIST+WATCH and
     sees the LocalQueue become Active once its ClusterQueue exists."""
-    assert "condition met" in kubectl.ok("wait", "--for=condition=Ready", "node/sandbox-node", "--timeout=30s")
+    assert "condition met" in kubectl.ok("wait", "--for=condition=Ready", "node/worker-0", "--timeout=30s")
     co = client.CustomObjectsApi(api)
     lq = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
           "metadata": {"name": "kubectl-lq", "namespace": "sandbox"}, "spec": {"clusterQueue": "kubectl-cq"}}

@@ -2,55 +2,60 @@
 
 from __future__ import annotations
 
-import os
-
 from kfp_ray_sandbox import quantity
 from kfp_ray_sandbox.apiserver.resources import Registry
 from kfp_ray_sandbox.apiserver.store import Store
-from kfp_ray_sandbox.controllers.kubelet import GPU_TAINT, NODE
 from kfp_ray_sandbox.controllers.node import NodeController
 from kfp_ray_sandbox.controllers.serviceaccounts import ServiceAccountsController
 from kfp_ray_sandbox.faults import Faults
+from kfp_ray_sandbox.nodepool import GPU_TAINT, NodeGroup, flavors
 
 
-def _cluster_queue(gpus: str) -> dict:
-    return {"metadata": {"name": "cq"}, "spec": {"namespaceSelector": {}, "resourceGroups": [{
-        "coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [{"name": "f", "resources": [
-            {"name": "cpu", "nominalQuota": 9}, {"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}]}}
-
-
-def test_node_is_the_machine_with_the_queues_gpus_and_fault_taints(tmp_path):
+def test_the_pool_is_an_openshift_cluster_with_fault_taints_on_its_workers(tmp_path):
     reg, store, faults = Registry(), Store(), Faults()
-    cq_t, node_t = reg.get("kueue.x-k8s.io", "clusterqueues"), reg.get("", "nodes")
-    store.create(cq_t, _cluster_queue("5"))
+    node_t = reg.get("", "nodes")
     ctrl = NodeController(store, reg, faults, tmp_path)
     ctrl.reconcile()
-    node = store.get(node_t, None, NODE)
-    cap, alloc = node["status"]["capacity"], node["status"]["allocatable"]
-    assert cap["cpu"] == str(os.cpu_count()) and cap["nvidia.com/gpu"] == "5" and alloc["nvidia.com/gpu"] == "5"
-    assert quantity.parse(alloc["memory"]) < quantity.parse(cap["memory"])
-    assert quantity.parse(alloc["cpu"]) == quantity.parse(cap["cpu"]) - quantity.parse("500m")
-    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    nodes = {n["metadata"]["name"]: n for n in store.list(node_t)[0]}
+    assert sorted(nodes) == ["gpu-worker-0", "master-0", "master-1", "master-2", "worker-0", "worker-1"]
+    master, worker, gpu = nodes["master-0"], nodes["worker-0"], nodes["gpu-worker-0"]
+    assert [t["key"] for t in master["spec"]["taints"]] == ["node-role.kubernetes.io/master",
+                                                            "node-role.kubernetes.io/control-plane"]
+    assert {k: t[k] for t in gpu["spec"]["taints"] for k in ("key", "value", "effect")} == GPU_TAINT
+    assert not worker["spec"].get("taints") and "nvidia.com/gpu" not in worker["status"]["capacity"]
+    cap, alloc = gpu["status"]["capacity"], gpu["status"]["allocatable"]
+    assert cap["nvidia.com/gpu"] == alloc["nvidia.com/gpu"] == "4" and gpu["metadata"]["labels"]["nvidia.com/gpu.present"] == "true"
+    cap, alloc = worker["status"]["capacity"], worker["status"]["allocatable"]
+    assert cap["cpu"] == "8" and quantity.parse(alloc["cpu"]) == quantity.parse("7500m")
+    assert quantity.parse(alloc["memory"]) == 32 * 2**30 - 2**30 - 100 * 2**20  # systemReserved + eviction threshold
+    ready = next(c for c in worker["status"]["conditions"] if c["type"] == "Ready")
     assert (ready["status"], ready["reason"]) == ("True", "KubeletReady")
-    assert {"type": "InternalIP", "address": "127.0.0.1"} in node["status"]["addresses"]
-    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.31.6"
-    assert node["metadata"]["labels"]["kubernetes.io/hostname"] == NODE
-    assert not node["spec"].get("taints")
+    assert {"type": "InternalIP", "address": "127.0.0.1"} in worker["status"]["addresses"]
+    assert worker["status"]["nodeInfo"]["kubeletVersion"] == "v1.31.6"
+    assert worker["metadata"]["labels"]["kubernetes.io/hostname"] == "worker-0"
+    assert worker["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "m6i.2xlarge"
 
-    faults.set({"clusters": {"gpu-*": {"taint": True}}})
+    faults.set({"clusters": {"gpu-*": {"taint": True}}})  # the CPU workers take the GPU taint too
     ctrl.reconcile()
-    taints = store.get(node_t, None, NODE)["spec"]["taints"]
-    assert [{k: t[k] for k in ("key", "value", "effect")} for t in taints] == [GPU_TAINT]
+    for name in ("worker-0", "worker-1"):
+        taints = store.get(node_t, None, name)["spec"]["taints"]
+        assert [{k: t[k] for k in ("key", "value", "effect")} for t in taints] == [GPU_TAINT]
     rv = store.rv
     ctrl.reconcile()
     assert store.rv == rv  # nothing changed, nothing written
-
     faults.clear()
-    store.mutate(cq_t, None, "cq", lambda cq: cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1].update(
-        nominalQuota="2"))
     ctrl.reconcile()
-    node = store.get(node_t, None, NODE)
-    assert not node["spec"].get("taints") and node["status"]["capacity"]["nvidia.com/gpu"] == "2"
+    assert not store.get(node_t, None, "worker-0")["spec"].get("taints")
+
+
+def test_a_pool_of_ones_own(tmp_path):
+    reg, store = Registry(), Store()
+    pool = (NodeGroup("big", 1, 64, 256, "m6i.16xlarge", flavor="big", selector={"size": "big"}, labels={"size": "big"}),)
+    NodeController(store, reg, Faults(), tmp_path, pool=pool).reconcile()
+    (node,), _ = store.list(reg.get("", "nodes"))
+    assert node["metadata"]["name"] == "big-0" and node["status"]["capacity"]["cpu"] == "64"
+    assert flavors(pool) == [{"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
+                              "metadata": {"name": "big"}, "spec": {"nodeLabels": {"size": "big"}}}]
 
 
 def test_every_namespace_gets_a_default_account_and_the_root_ca():

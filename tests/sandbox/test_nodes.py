@@ -1,0 +1,95 @@
+"""Issue 27 items 1-3 through the runtime library and the real kubernetes client: an OpenShift
+node pool (3 tainted control-plane nodes, 2 CPU workers, a tainted GPU node) and a scheduler
+that decides as kube-scheduler does. Kueue's quota and the nodes' capacity both apply."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from kubernetes import client as k8s
+
+from kfp_ray import tasks
+from kfp_ray.errors import StartupTimeout
+from kfp_ray_sandbox.nodepool import GPU_TOLERATION
+from tests.helpers import eventually, raycluster
+
+NS = "sandbox"
+
+
+def _pods(api, cluster: str):
+    return k8s.CoreV1Api(api).list_namespaced_pod(NS, label_selector=f"ray.io/cluster={cluster}").items
+
+
+def test_a_cluster_in_quota_but_too_big_for_any_node_waits_naming_the_shortage(sbx, as_admin, capsys):
+    """8 CPUs fit the queue's 9 but no worker's 7.5 allocatable: admitted, never scheduled; the
+    progress line says why and the startup timeout ends it with that cause."""
+    with pytest.raises(StartupTimeout) as err:
+        tasks.provision(run_id="run-too-big", cluster_name="too-big", namespace=NS, local_queue="local-queue-test",
+                        num_workers=0, head_cpu="8", head_memory="1Gi", admission_timeout=60, startup_timeout=12)
+    out = capsys.readouterr().out
+    assert re.search(r"starting: head Pending \(unschedulable\); head not scheduled: waiting for room on a node "
+                     r"\(2 Insufficient cpu; other nodes: .*untolerated taint \{nvidia.com/gpu: true\}", out), out
+    assert "2 Insufficient cpu" in str(err.value)
+    assert "too-big" not in {rc["metadata"]["name"] for rc in k8s.CustomObjectsApi(sbx.api_client())
+                             .list_namespaced_custom_object("ray.io", "v1", NS, "rayclusters")["items"]}
+
+
+def test_gpu_workers_land_on_the_gpu_node_and_ray_places_gpu_tasks_there(sbx, as_admin, tmp_path, capsys):
+    p = tasks.provision(run_id="run-gpu", cluster_name="gpu", namespace=NS, local_queue="local-queue-test",
+                        num_workers=1, worker_gpus=1, tolerations=[GPU_TOLERATION], head_cpu="1", head_memory="1Gi",
+                        worker_cpu="1", worker_memory="1Gi", admission_timeout=60, startup_timeout=240)
+    assert "pods on nodes: head worker-" in capsys.readouterr().out
+    api = sbx.api_client()
+    where = {pod.metadata.labels["ray.io/node-type"]: pod for pod in _pods(api, "gpu")}
+    assert where["worker"].spec.node_name == "gpu-worker-0"
+    assert where["head"].spec.node_name in ("worker-0", "worker-1")
+    usage = k8s.CustomObjectsApi(api).get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues",
+                                                                "cluster-queue")["status"]["flavorsUsage"][0]
+    assert {r["name"]: r["total"] for r in usage["resources"]}["nvidia.com/gpu"] == "1"  # of the seed's 5
+    job = ("python -c \"import ray; ray.init(); print('GPUS', ray.cluster_resources().get('GPU')); "
+           "f = ray.remote(num_gpus=1)(lambda: ray.util.get_node_ip_address()); print('ON', ray.get(f.remote()))\"")
+    job_id = tasks.submit(p.dashboard_url, job, run_id="run-gpu", cluster_name="gpu", namespace=NS)
+    result = tasks.follow(p.dashboard_url, job_id, log_path=str(tmp_path / "job.log"), cluster_name="gpu",
+                          namespace=NS, timeout=180, max_poll_seconds=1.0)
+    log = (tmp_path / "job.log").read_text()
+    assert result.status == "SUCCEEDED", log
+    assert "GPUS 1.0" in log and f"ON {where['worker'].status.pod_ip}" in log
+
+
+def test_gpu_workers_without_the_toleration_fail_naming_the_taint(sbx, as_admin, capsys):
+    with pytest.raises(StartupTimeout) as err:
+        tasks.provision(run_id="run-no-tol", cluster_name="no-toleration", namespace=NS, local_queue="local-queue-test",
+                        num_workers=1, worker_gpus=1, head_cpu="500m", head_memory="1Gi", worker_cpu="500m",
+                        worker_memory="1Gi", admission_timeout=60, startup_timeout=20)
+    assert "worker not scheduled" in str(err.value) and "untolerated taint {nvidia.com/gpu: true}" in str(err.value)
+
+
+def test_a_pending_pod_is_placed_once_a_node_takes_it_again(sbx):
+    """Both workers cordoned: the head waits, "2 node(s) were unschedulable"; one uncordoned, it
+    is scheduled there (the scheduler tries again after its back-off)."""
+    api = sbx.api_client()
+    core = k8s.CoreV1Api(api)
+    try:
+        for n in ("worker-0", "worker-1"):
+            core.patch_node(n, {"spec": {"unschedulable": True}})
+        k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+            "ray.io", "v1", NS, "rayclusters", raycluster("cordoned", workers=0, cpu="500m", memory="1Gi"))
+
+        def verdict():
+            head = next(iter(_pods(api, "cordoned")), None)
+            cond = next((c for c in (head.status.conditions or []) if c.type == "PodScheduled"), None) if head else None
+            return cond if cond and cond.status == "False" else None
+
+        cond = eventually(verdict, 60, what="the scheduler's verdict on the head")
+        assert cond.reason == "Unschedulable"
+        assert cond.message.startswith("0/6 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: true}, "
+                                       "2 node(s) were unschedulable, 3 node(s) had untolerated taint "
+                                       "{node-role.kubernetes.io/master: }.")
+        core.patch_node("worker-1", {"spec": {"unschedulable": None}})
+        head = eventually(lambda: next((p for p in _pods(api, "cordoned") if p.spec.node_name), None), 60,
+                          what="the head to be scheduled once worker-1 is uncordoned")
+        assert head.spec.node_name == "worker-1"
+    finally:
+        for n in ("worker-0", "worker-1"):
+            core.patch_node(n, {"spec": {"unschedulable": None}})
