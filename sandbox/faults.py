@@ -24,7 +24,9 @@ delete; `verbs` narrows them), so concurrent tests can each fault their own clus
 `image_pull` is true (the Ray container, containers[0]) or a container name ("oauth-proxy":
 that container only): every pull of its image fails (the registry has no such manifest).
 `image_pull_failures: N`: the Ray container's first N pulls fail as a registry outage does,
-then it pulls. `crash_loop`: the head's Ray container exits at start (`ray start` refuses a
+then it pulls. `image_pull_s: N`: a pull this cluster's pod starts on a node without the image (a cold
+node) takes N seconds, whatever the image's size (`image_pull_s_per_gib` below, for every pull);
+`{"gpu-*": N}`: only on the nodes whose name matches. `crash_loop`: the head's Ray container exits at start (`ray start` refuses a
 bad rayStartParams value, exit code 2), every time (true) or its first N starts; the kubelet restarts it with
 its back-off (CrashLoopBackOff). `exceed_quota` makes the apiserver refuse the cluster's pod creates as a
 namespace ResourceQuota would (403 "exceeded quota: ..."; a string names the quota).
@@ -34,6 +36,9 @@ Platform timings (seconds; PLATFORM_DEFAULTS when unset) are what RHOAI's contro
   pods_ready_timeout_s / requeue_backoff_base_s: Kueue's waitForPodsReady timeout and requeuing
   backoff base; finalizer_delay_s: how long the CodeFlare operator (RayCluster) and Kueue
   (Workload) take to drop their finalizers; termination_grace_s: a pod's default grace period;
+  image_pull_s_per_gib: how long a node without an image takes to pull each GiB of it (0, the
+  default: every node has every image, as if pre-pulled; a real cold node takes minutes for the
+  CUDA Ray image, see kubelet.image_size);
   task_retry_backoff_cap_s: the longest the pipelines server waits before retrying a failed
   task (unset: the retryPolicy's own backoff, as KFP's Argo compiler sets it);
   kubelet_backoff_s: the kubelet's back-off base for container restarts and image pulls
@@ -56,7 +61,7 @@ import re
 import threading
 
 CLUSTER_FAULTS = ("never_admit", "image_pull", "taint", "slow_start", "head_crash_after", "exceed_quota",
-                  "image_pull_failures", "crash_loop", "dashboard_outage", "api_errors", "api_resets", "api_latency_ms")
+                  "image_pull_failures", "crash_loop", "dashboard_outage", "api_errors", "api_resets", "api_latency_ms", "image_pull_s")
 OUTAGE_MODES = ("refuse", "hang")
 ERROR_CODES = (429, 500, 503)
 OBJECT_VERBS = ("get", "create", "patch", "update", "delete")
@@ -64,7 +69,7 @@ OBJECT_VERBS = ("get", "create", "patch", "update", "delete")
 # backoff base 60 s) under opendatahub's `waitForPodsReady: {enable: true}`; kube's 30 s grace.
 PLATFORM_DEFAULTS = {"pods_ready_timeout_s": 300.0, "requeue_backoff_base_s": 60.0,
                      "finalizer_delay_s": 2.0, "termination_grace_s": 30.0, "kubelet_backoff_s": 10.0,
-                     "task_retry_backoff_cap_s": float("inf")}
+                     "task_retry_backoff_cap_s": float("inf"), "image_pull_s_per_gib": 0.0}
 # A sandbox started with this set (JSON, the "platform" section) starts with those settings:
 # how a test shortens a timing in a sandbox another process starts (`kfp-ray run --local`).
 PLATFORM_ENV = "KFP_RAY_SANDBOX_PLATFORM"
@@ -234,6 +239,9 @@ def _number(value) -> bool:
 
 def _check_cluster_faults(pattern: str, faults: dict) -> None:
     where = f"clusters.{pattern}"
+    pull_s = faults.get("image_pull_s")
+    if pull_s is not None and not all(_number(v) and v >= 0 for v in (pull_s.values() if isinstance(pull_s, dict) else [pull_s])):
+        raise ValueError(f"{where}.image_pull_s must be seconds >= 0, or {{\"<node glob>\": seconds}}, got {pull_s!r}")
     outage = faults.get("dashboard_outage")
     if outage is not None:
         if not isinstance(outage, dict) or outage.get("mode") not in OUTAGE_MODES:

@@ -220,8 +220,11 @@ class PodTrouble:
 
 def placement(pods) -> str:
     """'head worker-0, worker gpu-worker-0': each pod's role and the node it is bound to."""
-    return ", ".join(f"{(p.metadata.labels or {}).get('ray.io/node-type', 'pod')} {p.spec.node_name or 'unscheduled'}"
-                     for p in sorted(pods, key=lambda p: p.metadata.name))
+    def role(p):
+        return (p.metadata.labels or {}).get("ray.io/node-type", "pod")
+
+    return ", ".join(f"{role(p)} {p.spec.node_name or 'unscheduled'}"
+                     for p in sorted(pods, key=lambda p: (role(p) != "head", p.metadata.name)))
 
 
 def pod_summary(pods) -> str:

@@ -17,6 +17,11 @@
   ImagePullBackOff 'Back-off pulling image "<image>"' (events BackOff, Failed "Error:
   ImagePullBackOff"), else it pulls again. A sidecar that cannot be pulled leaves the pod
   Running but not Ready.
+- Cold nodes (platform timing `image_pull_s_per_gib`, 0 by default: images as if pre-pulled):
+  the first pod on a node that needs an image starts the node's pull, which lasts the image's
+  size (image_size) times the timing; its pods wait in ContainerCreating (events Pulling, then
+  Pulled "Successfully pulled image ... in 76.500s ..."), and the pull completes even if they
+  are deleted, so the node is warm for the pods that come next.
 - Start: `slow_start` delays container creation; init containers (CodeFlare's create-cert)
   complete at once; then the Ray container's process starts (workers once the head's GCS is
   up, as KubeRay's wait-gcs-ready init container makes them) and is Ready when Ray answers.
@@ -42,6 +47,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import random
 import shlex
@@ -79,6 +85,19 @@ PULL_UNREACHABLE = ('rpc error: code = Unknown desc = pinging container registry
 # does (KubeRay passes them as --key=value): "Error: Invalid value for '--num-cpus': 'two' is
 # not a valid integer.", exit code 2.
 CRASH_LOOP_ARGS = ["--num-cpus=two"]
+
+
+# Unpacked sizes (what CRI-O's "Image size" reports) for the `image_pull_s_per_gib` timing:
+# the RHOAI/CodeFlare CUDA and ROCm Ray images carry the CUDA (or ROCm) runtime, cuDNN and
+# Ray's dependencies; an estimate from their layers (ubi9 python base ~1 GiB, CUDA 12.x
+# runtime and cuDNN ~6 GiB, Ray and its dependencies ~1.5 GiB), not read from the registry.
+IMAGE_SIZES = (("-cu12", int(8.5 * 2**30)), ("cuda", int(8.5 * 2**30)), ("rocm", int(14 * 2**30)),
+               ("ray", int(2.5 * 2**30)))
+DEFAULT_IMAGE_SIZE = 2**30
+
+
+def image_size(image: str) -> int:
+    return next((size for part, size in IMAGE_SIZES if part in image.lower()), DEFAULT_IMAGE_SIZE)
 
 
 def _image_parts(image: str) -> tuple[str, str, str]:
@@ -244,6 +263,8 @@ class Kubelet(Controller):
         self.pod_t = self.rt("", "pods")
         self.node_t = self.rt("", "nodes")
         self.queue: dict[str, tuple[int, float]] = {}  # unschedulable pod uid -> (attempts, next try, monotonic)
+        self.node_images: dict[str, dict[str, tuple[float, float]]] = {}  # node -> image -> pull (began, done)
+        self.pull_waiters: set[tuple[str, str]] = set()  # (pod uid, container) waiting for its node's pull
         self.svc_t = self.rt("", "services")
         self.secret_t = self.rt("", "secrets")
         self.volume_root = root / VOLUMES_DIR  # each pod's secret and emptyDir volumes (podcerts.py)
@@ -393,6 +414,9 @@ class Kubelet(Controller):
             transient = int(faults.get("image_pull_failures") or 0) if ray else 0
             state = rt.pulls.get(c["name"])
             if state is None and not permanent and not transient:
+                waiting = self._pull_to_node(pod, c, faults)
+                if waiting:
+                    out[c["name"]] = waiting
                 continue  # present on the node (no pull fault ever hit it)
             state = rt.pulls.setdefault(c["name"], PullState())
             if not state.pulled:
@@ -412,6 +436,39 @@ class Kubelet(Controller):
             if reason == "CreateContainerConfigError" and old.get(name, {}).get("message") != message:
                 self._event(pod, "Warning", "Failed", f"Error: {message}")
         return out
+
+    def _pull_to_node(self, pod: dict, c: dict, faults: dict) -> tuple[str, str] | None:
+        """A cold node pulls the image once, in `image_pull_s_per_gib` per GiB of it (0: at once;
+        the cluster fault `image_pull_s` sets the time of a pull its pod starts);
+        every pod of that node that needs it meanwhile waits in ContainerCreating, and the pull
+        goes on if they are deleted (the node is warm for the next ones). None once present."""
+        image = c.get("image") or "image"
+        node = pod["spec"]["nodeName"]
+        now = time.monotonic()
+        with self.lock:
+            pulls = self.node_images.setdefault(node, {})
+            first = image not in pulls
+            if first:
+                took = faults.get("image_pull_s")
+                if isinstance(took, dict):
+                    took = next((v for glob, v in took.items() if fnmatch.fnmatchcase(node, glob)), None)
+                if took is None:
+                    took = image_size(image) / 2**30 * self.faults.platform("image_pull_s_per_gib")
+                pulls[image] = (now, now + float(took))
+            began, done = pulls[image]
+        key = (pod["metadata"]["uid"], c["name"])
+        if first or key not in self.pull_waiters:
+            if done > now:
+                self.pull_waiters.add(key)
+                self._event(pod, "Normal", "Pulling", f'Pulling image "{image}"')
+            return ("ContainerCreating", "") if done > now else None
+        if done > now:
+            return "ContainerCreating", ""
+        self.pull_waiters.discard(key)
+        took = done - began
+        self._event(pod, "Normal", "Pulled", f'Successfully pulled image "{image}" in {took:.3f}s ({took:.3f}s including '
+                                             f"waiting). Image size: {image_size(image)} bytes.")
+        return None
 
     def _sync_pull(self, pod: dict, rt: PodRuntime, c: dict, state: PullState, permanent: bool, transient: int) -> None:
         """One pod sync of a container whose image is not there (images.EnsureImageExists, v1.31)."""

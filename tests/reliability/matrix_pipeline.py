@@ -15,12 +15,15 @@ from kfp_ray.components.teardown_ray_cluster.component import teardown_ray_clust
 @dsl.pipeline(name="fault-matrix-run")
 def fault_matrix_run(entrypoint: str, cluster_name: str, local_queue: str = "local-queue-test",
                      head_memory: str = "1Gi", admission_timeout: int = 60, startup_timeout: int = 240,
-                     job_timeout: int = 300, max_poll_seconds: float = 2.0):
+                     job_timeout: int = 300, max_poll_seconds: float = 2.0, num_workers: int = 0,
+                     worker_gpus: int = 0, tolerations: list = []):  # noqa: B006 - a KFP input default
     teardown = teardown_ray_cluster(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, cluster_name=cluster_name, timeout=60)
     teardown.set_caching_options(False)
     with dsl.ExitHandler(teardown, name="fault-matrix"):
         cluster = provision_ray_cluster(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, cluster_name=cluster_name,
-                                        local_queue=local_queue, num_workers=0, head_cpu="1", head_memory=head_memory,
+                                        local_queue=local_queue, num_workers=num_workers, head_cpu="1",
+                                        head_memory=head_memory, worker_cpu="500m", worker_memory="1Gi",
+                                        worker_gpus=worker_gpus, tolerations=tolerations,
                                         admission_timeout=admission_timeout, startup_timeout=startup_timeout)
         cluster.set_caching_options(False)
         job = submit_ray_job(dashboard_url=cluster.outputs["dashboard_url"], entrypoint=entrypoint,

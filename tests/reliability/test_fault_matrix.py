@@ -205,6 +205,25 @@ def evicted_then_readmitted(ctx):
     assert ctx.t_detect is not None, "provision did not say it was evicted"
 
 
+def cold_gpu_node(ctx):
+    """A GPU worker on the pool's GPU node, which has never pulled the Ray image: its pull (200 s
+    here) outlasts Kueue's pods-ready timeout (150 s), so Kueue evicts the cluster and requeues
+    it; the pull goes on, and readmitted, its new worker starts on the now warm node."""
+    from kfp_ray_sandbox.nodepool import GPU_TOLERATION
+
+    ctx.faults(image_pull_s={"gpu-*": PLATFORM["pods_ready_timeout_s"] + 50})
+    run = ctx.run(num_workers=1, worker_gpus=1, tolerations=[GPU_TOLERATION], admission_timeout=240,
+                  startup_timeout=PLATFORM["pods_ready_timeout_s"] + 240, timeout=720)
+    with ctx.idle():
+        ctx.until(lambda: ctx.trace().evicted, PLATFORM["pods_ready_timeout_s"] + 90, "Kueue's PodsReadyTimeout eviction",
+                  interval=0.5)
+        ctx.t_fault = ctx.trace().evicted
+        run.wait(720)
+    ctx.t_detect = run.log.first(r"(?i)evict", after=ctx.t_fault)
+    assert ctx.t_detect is not None, "provision did not say it was evicted"
+    assert re.search(r"pods on nodes: head worker-\d, worker gpu-worker-0", run.log.text()), run.log.text()[-3000:]
+
+
 def _fails_at_start(ctx, expect: str, **faults):
     """A fault that keeps the pods from ever starting: the task says what and fails at once,
     not at its startup timeout (90 s)."""
@@ -581,6 +600,8 @@ ROWS = [
     Row("image_pull_user", "image pull failure (Ray image)", "FAILURE", image_pull_user),
     Row("image_pull_sidecar", "image pull failure (kube-rbac-proxy sidecar)", "FAILURE", image_pull_auth_sidecar),
     Row("taint", "untolerated taint", "FAILURE", untolerated_taint),
+    Row("cold_gpu_node", "cold GPU node: image pull outlasts pods-ready timeout, evicted, readmitted warm", "SUCCESS",
+        cold_gpu_node, early=True),
     Row("replica_failure", "ReplicaFailure (pod creates refused: quota)", "FAILURE", replica_failure),
     Row("head_crash", "head crash mid-job", "FAILURE", head_crash),
     Row("api_503", "API 503 bursts on create, poll, delete", "SUCCESS", api_burst("503")),

@@ -93,3 +93,29 @@ def test_a_pending_pod_is_placed_once_a_node_takes_it_again(sbx):
     finally:
         for n in ("worker-0", "worker-1"):
             core.patch_node(n, {"spec": {"unschedulable": None}})
+
+
+def test_a_cold_node_pulls_the_image_before_the_pod_starts(sbx):
+    """Issue 27 item 4: the first pod needing an image on a node waits in ContainerCreating for
+    the node's pull (here the `image_pull_s` fault: 4 s), with the kubelet's Pulling and Pulled
+    events; the pod starts after it."""
+    api = sbx.api_client()
+    image = "quay.io/modh/ray:2.52.1-py311-cu121-cold-node-test"  # on no node yet
+    sbx.set_faults({"clusters": {"cold": {"image_pull_s": 4}}})
+    k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+        "ray.io", "v1", NS, "rayclusters", raycluster("cold", workers=0, cpu="500m", memory="1Gi", image=image))
+
+    def creating():
+        head = next((p for p in _pods(api, "cold") if p.spec.node_name), None)
+        states = [cs.state.waiting.reason for cs in (head.status.container_statuses or []) if cs.state.waiting] if head else []
+        return head if "ContainerCreating" in states else None
+
+    head = eventually(creating, 60, what="the head to wait in ContainerCreating for its node's pull")
+    eventually(lambda: all(cs.ready for cs in (k8s.CoreV1Api(api).read_namespaced_pod(
+        head.metadata.name, NS).status.container_statuses or [])), 120, what="the head to be ready once pulled")
+    events = [(e.reason, e.message) for e in k8s.CoreV1Api(api).list_namespaced_event(NS).items
+              if e.involved_object.name == head.metadata.name]
+    assert ("Pulling", f'Pulling image "{image}"') in events, events
+    pulled = next(m for r, m in events if r == "Pulled")
+    assert re.match(rf'Successfully pulled image "{re.escape(image)}" in 4\.0\d\ds \(4\.0\d\ds including waiting\)\. '
+                    r"Image size: \d+ bytes\.", pulled), pulled
