@@ -11,6 +11,12 @@ import pytest
 
 from kfp_ray_sandbox import Sandbox
 from kfp_ray_sandbox.client import SandboxClient
+from kfp_ray_sandbox.raypip import SHARED_ENV
+
+# The suite's Ray nodes share each runtime_env pip install (sandbox/raypip.py): installing torch on
+# every node of every test's cluster would cost minutes each. Set before any sandbox starts, so the
+# `kfp-ray run --local` subprocesses inherit it too; a test of the per-node install sets it to "0".
+os.environ.setdefault(SHARED_ENV, "1")
 
 
 @pytest.hookimpl(trylast=True)  # after xdist's own, which registers its controller ("dsession")

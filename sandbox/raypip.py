@@ -1,4 +1,6 @@
-"""Installs a job's runtime_env pip requirements once per sandbox Ray image, not once per node.
+"""Installs a job's runtime_env pip requirements once per sandbox Ray image, not once per node,
+where the sandbox's owner opts into that (SHARED_ENV=1: the test suite does); else each node
+installs its own, as on RHOAI.
 
 Ray's pip plugin (ray 2.52.1, ray/_private/runtime_env/pip.py) builds one virtualenv per
 pip spec per node, under the node's session dir (`runtime_resources/pip/<hash>`), keeps it
@@ -32,6 +34,8 @@ from pathlib import Path
 TARGET = "ray._private.runtime_env.pip"
 COMPLETE = ".kfp-ray-sandbox-complete"
 CACHE_ENV = "KFP_RAY_SANDBOX_PIP_ENVS"  # another folder for the shared environments (tests)
+# "1" in a Ray node's environment: it shares the environments; else it installs its own (RHOAI's cost)
+SHARED_ENV = "KFP_RAY_SANDBOX_SHARED_PIP"
 
 
 def install(cache_dir: str) -> None:
@@ -73,6 +77,8 @@ def _patch(pip_module, cache_dir: str) -> None:
     async def _run(self):
         import asyncio
 
+        if os.environ.get(SHARED_ENV) != "1":
+            return await original(self)  # each node its own install, as on RHOAI
         target = Path(self._target_dir)
         shared = Path(os.environ.get(CACHE_ENV) or cache_dir) / target.name
         loop = asyncio.get_running_loop()

@@ -12,6 +12,7 @@ from kubernetes import client as k8s
 from kfp_ray import tasks
 from kfp_ray.errors import StartupTimeout
 from kfp_ray_sandbox.nodepool import GPU_TOLERATION
+from kfp_ray_sandbox.raypip import SHARED_ENV
 from tests.helpers import eventually, raycluster
 
 NS = "sandbox"
@@ -35,7 +36,10 @@ def test_a_cluster_in_quota_but_too_big_for_any_node_waits_naming_the_shortage(s
                              .list_namespaced_custom_object("ray.io", "v1", NS, "rayclusters")["items"]}
 
 
-def test_gpu_workers_land_on_the_gpu_node_and_ray_places_gpu_tasks_there(sbx, as_admin, tmp_path, capsys):
+def test_gpu_workers_land_on_the_gpu_node_and_ray_places_gpu_tasks_there(sbx, as_admin, tmp_path, capsys, monkeypatch):
+    """Each Ray node (pod) also installs the job's runtime_env pip packages itself, as on RHOAI:
+    the suite's shared install (raypip.SHARED_ENV) is off for this cluster's nodes."""
+    monkeypatch.setenv(SHARED_ENV, "0")  # read by the nodes as they start
     p = tasks.provision(run_id="run-gpu", cluster_name="gpu", namespace=NS, local_queue="local-queue-test",
                         num_workers=1, worker_gpus=1, tolerations=[GPU_TOLERATION], head_cpu="1", head_memory="1Gi",
                         worker_cpu="1", worker_memory="1Gi", admission_timeout=60, startup_timeout=240)
@@ -47,14 +51,19 @@ def test_gpu_workers_land_on_the_gpu_node_and_ray_places_gpu_tasks_there(sbx, as
     usage = k8s.CustomObjectsApi(api).get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues",
                                                                 "cluster-queue")["status"]["flavorsUsage"][0]
     assert {r["name"]: r["total"] for r in usage["resources"]}["nvidia.com/gpu"] == "1"  # of the seed's 5
-    job = ("python -c \"import ray; ray.init(); print('GPUS', ray.cluster_resources().get('GPU')); "
-           "f = ray.remote(num_gpus=1)(lambda: ray.util.get_node_ip_address()); print('ON', ray.get(f.remote()))\"")
-    job_id = tasks.submit(p.dashboard_url, job, run_id="run-gpu", cluster_name="gpu", namespace=NS)
+    job = ("python -c \"import os, sys, ray, termcolor; ray.init(); print('GPUS', ray.cluster_resources().get('GPU')); "
+           "where = lambda: (ray.util.get_node_ip_address(), os.path.realpath(sys.prefix)); "
+           "f = ray.remote(num_gpus=1)(where); ip, env = ray.get(f.remote()); print('ON', ip); "
+           "print('ENVS', env, where()[1])\"")
+    job_id = tasks.submit(p.dashboard_url, job, run_id="run-gpu", cluster_name="gpu", namespace=NS, pip=["termcolor"])
     result = tasks.follow(p.dashboard_url, job_id, log_path=str(tmp_path / "job.log"), cluster_name="gpu",
                           namespace=NS, timeout=180, max_poll_seconds=1.0)
     log = (tmp_path / "job.log").read_text()
     assert result.status == "SUCCEEDED", log
     assert "GPUS 1.0" in log and f"ON {where['worker'].status.pod_ip}" in log
+    envs = next(line for line in log.splitlines() if line.startswith("ENVS "))
+    # each node's own virtualenv (its temp dir mounted at the head's path), not the shared pip-envs one
+    assert "runtime_resources/pip/" in envs and "pip-envs" not in envs, envs
 
 
 def test_gpu_workers_without_the_toleration_fail_naming_the_taint(sbx, as_admin, capsys):
