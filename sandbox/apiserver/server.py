@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 import yaml
 from werkzeug.datastructures import EnvironHeaders
 
-from . import defaults, errors, openapi, patch, protobuf, reviews, schema, tables
+from . import defaults, errors, openapi, patch, protobuf, reviews, scc, schema, tables
 from .errors import ApiError
 from .http import HttpServer, reset_connection
 from .policy import StoredPolicy
@@ -475,7 +475,11 @@ class _Call:
         warnings = self.api.check_object(rt, obj, meta.get("name") or "", query, self._dups)
         self.api.admit("CREATE", rt, obj, None)
         _managed(obj, (query.get("fieldManager") or ["python-kubernetes"])[0], "Update", rt.api_version)
-        created = self.api.store.create(rt, obj, dry_run=dry)
+        requester = scc.REQUESTER.set(who)  # SCC admission judges the requesting user too
+        try:
+            created = self.api.store.create(rt, obj, dry_run=dry)
+        finally:
+            scc.REQUESTER.reset(requester)
         self._send(201, created, headers=_warning_headers(warnings))
 
     def _token_request(self, namespace: str, name: str, body: dict):
