@@ -115,7 +115,10 @@ class ApiServer:
         pattern = DNS1123_LABEL if rt.plural in LABEL_NAMED else DNS1123_SUBDOMAIN
         limit = 63 if rt.plural in LABEL_NAMED else 253
         what = "RFC 1123 label" if rt.plural in LABEL_NAMED else "RFC 1123 subdomain"
-        if name and (not pattern.match(name) or len(name) > limit):
+        if rt.group == "rbac.authorization.k8s.io":  # ValidateRBACName: path.IsValidPathSegmentName ("system:...")
+            bad = [f"may not be '{name}'"] if name in (".", "..") else [f"may not contain '{c}'" for c in "/%" if c in name]
+            causes += [("metadata.name", f'Invalid value: "{name}": {m}') for m in bad]
+        elif name and (not pattern.match(name) or len(name) > limit):
             causes.append(("metadata.name", f'Invalid value: "{name}": a lowercase {what} must consist of lower case '
                            "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
                            f"character (at most {limit} characters)"))
