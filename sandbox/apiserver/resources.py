@@ -119,7 +119,7 @@ RBAC = [ResourceType("rbac.authorization.k8s.io", "v1", plural, kind, namespaced
                                          ("clusterrolebindings", "ClusterRoleBinding", False))]
 
 # NetworkPolicies (RHOAI 3.x's KubeRay makes them; the kube-proxy enforces them: sandbox/netpol.py),
-# stored as given like the RBAC objects.
+# stored as given like the RBAC objects (their OpenAPI definitions: openapi-core.json).
 NETWORKING = [ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, short_names=("netpol",))]
 
 ROUTE = ResourceType("route.openshift.io", "v1", "routes", "Route", True, ("status",),
