@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 
 import pytest
+import yaml
 
 from kfp_ray_sandbox import netpol
 from kfp_ray_sandbox.apiserver.resources import Registry
@@ -18,6 +19,7 @@ from kfp_ray_sandbox.faults import Faults
 from kfp_ray_sandbox.network import Network
 from kfp_ray_sandbox.proxy import KubeProxy
 from kfp_ray_sandbox.raynode import free_port
+from tests.unit.apiserver_http import KUBECTL, Api
 from tests.unit.test_proxy import echo, talk  # noqa: F401 - the echo fixture
 
 NS = "sandbox"
@@ -125,3 +127,22 @@ def test_the_kube_proxy_drops_another_namespaces_pod_and_relays_the_namespaces_o
                 s.recv(1)  # dropped: accepted by the loopback, never answered
     finally:
         proxy.stop()
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def test_kubectl_applies_explains_and_lists_network_policies(tmp_path):
+    api = Api(tmp_path)
+    try:
+        manifest = tmp_path / "policy.yaml"
+        policy = netpol.worker_policy(RC)
+        policy["metadata"]["name"] = "deny-but-cluster"
+        manifest.write_text(yaml.safe_dump(policy))
+        applied = api.kubectl("apply", "-f", str(manifest))
+        assert applied.returncode == 0, applied.stderr
+        assert applied.stdout.strip() == "networkpolicy.networking.k8s.io/deny-but-cluster created"
+        listed = api.kubectl("get", "netpol", "-o", "name")
+        assert listed.stdout.split() == ["networkpolicy.networking.k8s.io/deny-but-cluster"], listed.stderr
+        explained = api.kubectl("explain", "networkpolicy.spec.ingress.from")
+        assert explained.returncode == 0 and "namespaceSelector" in explained.stdout, explained.stderr
+    finally:
+        api.stop()
