@@ -55,6 +55,8 @@ SCC_REFUSED = "unable to validate against any security context constraint"
 SCC_CAUSES = [
     (re.compile(r"runAsUser: Invalid value: (\d+): must be in the ranges: \[(\d+), (\d+)\]"),
      lambda m: f"the pod asks runAsUser {m[1]}, outside this namespace's UID range {m[2]}-{m[3]}"),
+    (re.compile(r"provider (\S+): \S+runAsUser: Invalid value: \d+: must be: (\d+)"),
+     lambda m: f"SCC {m[1]} allows only runAsUser {m[2]}"),
     (re.compile(r"fsGroup: Invalid value: \[\]int64\{[^}]*\}: (\d+) is not an allowed group"),
      lambda m: f"the pod asks fsGroup {m[1]}, outside this namespace's groups"),
     (re.compile(r"privileged: Invalid value: true"), lambda m: "a container asks to be privileged"),
