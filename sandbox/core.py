@@ -25,9 +25,10 @@ from pathlib import Path
 import yaml
 
 from . import nodepool
-from .apiserver import errors
+from .apiserver import errors, scc
 from .apiserver.admission import QuotaFaultAdmission, ServiceAccountAdmission
 from .apiserver.http import HttpServer
+from .apiserver.policy import StoredPolicy
 from .apiserver.rbac import Authenticator
 from .apiserver.resources import Registry
 from .apiserver.server import ApiServer
@@ -38,7 +39,7 @@ from .controllers.kubelet import VOLUMES_DIR, Kubelet
 from .controllers.kuberay import KubeRayController
 from .controllers.kuberay_rhoai import GATEWAY_NAME, GATEWAY_NAMESPACE, PLATFORM_NAMESPACE, RhoaiKubeRay
 from .controllers.kueue import KueueController
-from .controllers.namespaces import NamespaceController, NamespaceLifecycle, prepare_namespace
+from .controllers.namespaces import NamespaceController, NamespaceLifecycle, SecurityAllocator, prepare_namespace
 from .controllers.node import NodeController
 from .controllers.rayjob import RayJobController
 from .controllers.serviceaccounts import ServiceAccountsController
@@ -101,10 +102,14 @@ def kubeconfig(server: str, user: str, token: str, namespace: str, ca_pem: bytes
 def install_builtin_admission(store, registry, network, faults) -> None:
     """kube-apiserver's built-in admission and storage defaulting, for every writer
     (controllers too): NamespaceLifecycle, ServiceAccount, namespace and Service defaulting
-    (the ClusterIP allocator), ResourceQuota (the `exceed_quota` fault), the pods' default grace."""
+    (the ClusterIP allocator), ResourceQuota (the `exceed_quota` fault), the pods' default grace;
+    OpenShift's namespace UID/MCS allocation and SecurityContextConstraints admission (scc.py)."""
     store.default_grace = lambda: faults.platform("termination_grace_s")
+    allocator = SecurityAllocator(store, registry)
     store.admission += [NamespaceLifecycle(store, registry), ServiceAccountAdmission(store, registry)]
-    store.validation += [prepare_namespace, network.allocate_service_ip, QuotaFaultAdmission(store, registry, faults)]
+    store.validation += [prepare_namespace, allocator, network.allocate_service_ip,
+                         QuotaFaultAdmission(store, registry, faults)]
+    scc.install(store, registry, allocator, StoredPolicy(store, registry))
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from . import netpol
 from .controllers.base import Controller
 
 log = logging.getLogger("sandbox")
@@ -152,6 +153,8 @@ class Forwarder:
         self._held: dict[object, list[tuple[tuple[str, int], socket.socket]]] = {}  # "hang": accepted, never answered
         self._modes: dict[tuple[object, tuple[str, int] | None], str] = {}
         self._stopped = False
+        # admits(owner, addr, peer) -> False: a NetworkPolicy drops this connection (held unanswered)
+        self.admits: Callable[[object, tuple[str, int], tuple[str, int]], bool] | None = None
         self._thread = threading.Thread(target=self._loop, daemon=True, name=name)
         self._thread.start()
 
@@ -319,10 +322,14 @@ class Forwarder:
 
     def _accepted(self, owner, addr, client: socket.socket) -> None:
         client.setblocking(True)
+        try:
+            denied = self.admits is not None and not self.admits(owner, addr, client.getpeername())
+        except OSError:  # the client is gone already
+            denied = False
         with self._lock:
             mode = self._mode(owner, addr)
             backend = self._backends.get((owner, addr))
-            if mode == "hang":
+            if mode == "hang" or denied:  # a dropped SYN: the client waits for its own timeout
                 self._held.setdefault(owner, []).append((addr, client))
                 return
         target = backend() if backend is not None else None
@@ -376,6 +383,9 @@ class KubeProxy(Controller):
         super().__init__(store, registry)
         self.network, self.pod_port, self.faults, self.clock = network, pod_port, faults, clock
         self.forwarder = Forwarder("kube-proxy")
+        self.forwarder.admits = self.admits
+        self.netpol_t = self._maybe_rt("networking.k8s.io", "networkpolicies")
+        self.ns_t = self.rt("", "namespaces")
         self.svc_t = self.rt("", "services")
         self.pod_t = self.rt("", "pods")
         self._anchors: dict[tuple, float] = {}  # (Service uid, fault) -> when its clock started
@@ -415,6 +425,39 @@ class KubeProxy(Controller):
                     return found
             return None
         return resolve
+
+    def _maybe_rt(self, group: str, plural: str):
+        try:
+            return self.rt(group, plural)
+        except KeyError:
+            return None
+
+    # --- NetworkPolicies (sandbox/netpol.py) ------------------------------------------
+    def admits(self, owner, addr: tuple[str, int], peer: tuple[str, int]) -> bool:
+        """Whether the NetworkPolicies let the connection from `peer` in: judged only when the
+        peer's address is a pod's (a client that bound its pod's address); anything else passes."""
+        if self.netpol_t is None or not self.network.owns(peer[0]):
+            return True
+        sources, _ = self.store.list(self.pod_t, None, lambda p: (p.get("status") or {}).get("podIP") == peer[0]
+                                     and not p["metadata"].get("deletionTimestamp"))
+        if not sources:
+            return True
+        target, port = None, addr[1]
+        if owner[0] == "svc":
+            svc = self.store.find(self.svc_t, owner[1], owner[2])
+            pods = self.endpoints(svc) if svc else []
+            svc_port = next((p for p in (svc or {}).get("spec", {}).get("ports") or [] if p["port"] == addr[1]), None)
+            if pods and svc_port:
+                target, port = pods[0], self._target(pods[0], svc_port) or addr[1]
+        elif owner[0] == "pod":
+            found, _ = self.store.list(self.pod_t, None, lambda p: p["metadata"]["uid"] == owner[1])
+            target = found[0] if found else None
+        if target is None:
+            return True
+        policies, _ = self.store.list(self.netpol_t, target["metadata"]["namespace"])
+        source = sources[0]
+        ns = self.store.find(self.ns_t, None, source["metadata"]["namespace"]) or {}
+        return netpol.allowed(policies, target, port, source, ns.get("metadata", {}).get("labels") or {})
 
     # --- reconcile -----------------------------------------------------------------
     def reconcile(self) -> None:

@@ -76,6 +76,7 @@ CORE_KINDS = {
     ("authentication.k8s.io", "v1"): ["SelfSubjectReview", "TokenReview", "TokenRequest"],
     ("policy", "v1"): ["Eviction"],
     ("rbac.authorization.k8s.io", "v1"): ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"],
+    ("networking.k8s.io", "v1"): ["NetworkPolicy"],
 }
 META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 META_DEFS = ["Status", "DeleteOptions", "WatchEvent", "Patch", "APIResourceList", "APIGroupList", "APIGroup",

@@ -48,6 +48,37 @@ PLATFORM_CONTAINERS = {
     "create-cert": "the certificate init container that OpenShift AI's CodeFlare operator adds to Ray pods",
 }
 REPLICA_FAILURE = "ReplicaFailure"
+# OpenShift's SCC admission (openshift/apiserver-library-go sccadmission): the pod validated
+# against no SecurityContextConstraints the user or its service account may use.
+SCC_REFUSED = "unable to validate against any security context constraint"
+# What an SCC refused, read from its field errors (sccmatching/provider.go and the strategies).
+SCC_CAUSES = [
+    (re.compile(r"runAsUser: Invalid value: (\d+): must be in the ranges: \[(\d+), (\d+)\]"),
+     lambda m: f"the pod asks runAsUser {m[1]}, outside this namespace's UID range {m[2]}-{m[3]}"),
+    (re.compile(r"provider (\S+): \S+runAsUser: Invalid value: \d+: must be: (\d+)"),
+     lambda m: f"SCC {m[1]} allows only runAsUser {m[2]}"),
+    (re.compile(r"fsGroup: Invalid value: \[\]int64\{[^}]*\}: (\d+) is not an allowed group"),
+     lambda m: f"the pod asks fsGroup {m[1]}, outside this namespace's groups"),
+    (re.compile(r"privileged: Invalid value: true"), lambda m: "a container asks to be privileged"),
+    (re.compile(r"(\w+) volumes are not allowed to be used"), lambda m: f"the pod mounts a {m[1]} volume"),
+    (re.compile(r"capabilities\.add: Invalid value: \"(\w+)\""), lambda m: f"a container adds capability {m[1]}"),
+    (re.compile(r"Host (network|PID|IPC|ports) (?:is|are) not allowed"), lambda m: f"the pod asks for host {m[1]}"),
+    (re.compile(r"allowPrivilegeEscalation: Invalid value: true"),
+     lambda m: "a container sets allowPrivilegeEscalation: true"),
+    (re.compile(r"(\S+) is not an allowed seccomp profile"), lambda m: f"the pod asks seccomp profile {m[1]}"),
+    (re.compile(r"runAsUser: Invalid value: 0: running with the root UID"), lambda m: "the pod asks to run as root"),
+]
+
+
+def scc_causes(message: str) -> list[str]:
+    """What in the pod the SCC admission refused, each once, from its Forbidden message."""
+    out: list[str] = []
+    for pattern, say in SCC_CAUSES:
+        for m in pattern.finditer(message):
+            text = say(m)
+            if text not in out:
+                out.append(text)
+    return out
 
 
 def condition(obj: dict, kind: str) -> dict | None:
@@ -83,6 +114,18 @@ def replica_failure(rc: dict) -> ReplicaProblem | None:
                f"(`oc describe resourcequota -n {ns}`)")
     elif re.search(r"(maximum|minimum) \S+ usage per (Container|Pod)", message):
         fix = f"fit the requests and limits in the namespace's LimitRange (`oc describe limitrange -n {ns}`)"
+    elif SCC_REFUSED in message:
+        template = ((rc.get("spec") or {}).get("headGroupSpec") or {}).get("template") or {}
+        sa = (template.get("spec") or {}).get("serviceAccountName") or "default"
+        causes = scc_causes(message) or ["its security context"]
+        message = (f"OpenShift's security context constraints refuse the pod: {'; '.join(causes)} "
+                   f"({message.split(': unable to', 1)[0]}: {SCC_REFUSED})")
+        fix = (f"drop what the SCCs refuse from the cluster's pod spec (OpenShift assigns each pod a UID and fsGroup "
+               f"from the namespace's range, `oc describe namespace {ns}` shows openshift.io/sa.scc.uid-range; the "
+               f"image must run as that arbitrary UID: group 0 owning what it writes, HOME set to a writable "
+               f"directory), or ask your cluster administrator for an SCC that allows it for the pods' service "
+               f"account (`oc adm policy add-scc-to-user anyuid -z {sa} -n {ns}` for a fixed UID; privileged or "
+               f"host access need their own SCC)")
     elif re.search(rf'serviceaccount "{re.escape(name)}-oauth-proxy(-[a-z0-9]+|-sa)?" not found', message):
         # codeflare-operator v1.16.0 oauthServiceAccountNameFromCluster: <name>-oauth-proxy[-<hash>];
         # KubeRay's authentication controller on 3.x: <name>-oauth-proxy-sa

@@ -118,6 +118,10 @@ RBAC = [ResourceType("rbac.authorization.k8s.io", "v1", plural, kind, namespaced
                                          ("clusterroles", "ClusterRole", False),
                                          ("clusterrolebindings", "ClusterRoleBinding", False))]
 
+# NetworkPolicies (RHOAI 3.x's KubeRay makes them; the kube-proxy enforces them: sandbox/netpol.py),
+# stored as given like the RBAC objects (their OpenAPI definitions: openapi-core.json).
+NETWORKING = [ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, short_names=("netpol",))]
+
 ROUTE = ResourceType("route.openshift.io", "v1", "routes", "Route", True, ("status",),
                      schema=builtin_schema("route.openshift.io", "v1", "Route"))
 
@@ -159,7 +163,7 @@ class Registry:
     """Lookup of served resource types by (group, version, plural)."""
 
     def __init__(self, openshift: bool = True, gateway_api: bool = False):
-        types = list(CORE) + list(crd_types()) + list(REVIEWS) + list(RBAC)
+        types = list(CORE) + list(crd_types()) + list(REVIEWS) + list(RBAC) + list(NETWORKING)
         if gateway_api:  # RHOAI 3.x: no codeflare component, so no AppWrapper CRD (opendatahub-operator #2468)
             types = [t for t in types if t.group != "workload.codeflare.dev"]
         else:  # the Gateway API CRDs are served only where the profile has OpenShift install them

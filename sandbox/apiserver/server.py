@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 import yaml
 from werkzeug.datastructures import EnvironHeaders
 
-from . import defaults, errors, openapi, patch, protobuf, reviews, schema, tables
+from . import defaults, errors, openapi, patch, protobuf, reviews, scc, schema, tables
 from .errors import ApiError
 from .http import HttpServer, reset_connection
 from .policy import StoredPolicy
@@ -115,7 +115,10 @@ class ApiServer:
         pattern = DNS1123_LABEL if rt.plural in LABEL_NAMED else DNS1123_SUBDOMAIN
         limit = 63 if rt.plural in LABEL_NAMED else 253
         what = "RFC 1123 label" if rt.plural in LABEL_NAMED else "RFC 1123 subdomain"
-        if name and (not pattern.match(name) or len(name) > limit):
+        if rt.group == "rbac.authorization.k8s.io":  # ValidateRBACName: path.IsValidPathSegmentName ("system:...")
+            bad = [f"may not be '{name}'"] if name in (".", "..") else [f"may not contain '{c}'" for c in "/%" if c in name]
+            causes += [("metadata.name", f'Invalid value: "{name}": {m}') for m in bad]
+        elif name and (not pattern.match(name) or len(name) > limit):
             causes.append(("metadata.name", f'Invalid value: "{name}": a lowercase {what} must consist of lower case '
                            "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
                            f"character (at most {limit} characters)"))
@@ -475,7 +478,11 @@ class _Call:
         warnings = self.api.check_object(rt, obj, meta.get("name") or "", query, self._dups)
         self.api.admit("CREATE", rt, obj, None)
         _managed(obj, (query.get("fieldManager") or ["python-kubernetes"])[0], "Update", rt.api_version)
-        created = self.api.store.create(rt, obj, dry_run=dry)
+        requester = scc.REQUESTER.set(who)  # SCC admission judges the requesting user too
+        try:
+            created = self.api.store.create(rt, obj, dry_run=dry)
+        finally:
+            scc.REQUESTER.reset(requester)
         self._send(201, created, headers=_warning_headers(warnings))
 
     def _token_request(self, namespace: str, name: str, body: dict):

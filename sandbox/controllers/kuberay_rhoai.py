@@ -39,6 +39,7 @@ from __future__ import annotations
 import base64
 import ipaddress
 
+from .. import netpol
 from ..apiserver import errors
 from ..certs import ca_keypair, issue
 from .base import log, set_condition
@@ -120,6 +121,7 @@ class RhoaiKubeRay(RayPlatform):
         self.pod_t = registry.get("", "pods")
         self.route_t = registry.get("gateway.networking.k8s.io", "httproutes")
         self.grant_t = registry.get("gateway.networking.k8s.io", "referencegrants")
+        self.netpol_t = registry.get("networking.k8s.io", "networkpolicies")
         self._clusters: dict[str, tuple[str, str]] = {}  # uid -> (ns, name), for the mTLS cleanup once gone
         self._issued: dict[str, tuple] = {}  # secret (ns/name) -> the SANs its certificate was issued for
 
@@ -153,7 +155,14 @@ class RhoaiKubeRay(RayPlatform):
                             "Authentication resources created successfully (mode: IntegratedOAuth)")
         if rc is not None:
             self._ensure_certificates(rc)
+            self._ensure_network_policies(rc)
         return rc
+
+    def _ensure_network_policies(self, rc: dict) -> None:
+        """networkpolicy_controller.go: `<name>-head` and `<name>-workers` (sandbox/netpol.py)."""
+        for policy in (netpol.head_policy(rc), netpol.worker_policy(rc)):
+            meta = policy.pop("metadata")
+            self._ensure(self.netpol_t, rc, meta["name"], lambda p=policy: p, labels=meta["labels"])
 
     def forget(self, live_uids: set[str]) -> None:
         """cleanupMTLSResources for clusters that are gone: their TLS secrets (the CA's too)."""

@@ -11,6 +11,13 @@
   object in it (pods gracefully, so the kubelet stops their Ray processes; objects with
   finalizers wait for them), reports what remains in status.conditions, and once nothing is
   left removes the `kubernetes` finalizer, which removes the namespace.
+- OpenShift's cluster-policy-controller (openshift/cluster-policy-controller
+  pkg/security/controller namespace_scc_allocation_controller.go, OpenShift 4.x defaults
+  UIDAllocatorRange 1000000000-1999999999/10000, MCSAllocatorRange s0:/2): every namespace gets
+  a block of 10000 UIDs and an SELinux MCS level, as the annotations the SCC admission reads
+  (`openshift.io/sa.scc.uid-range` "1000000000/10000", `openshift.io/sa.scc.supplemental-groups`
+  the same block, `openshift.io/sa.scc.mcs` "s0:c1,c0"). The controller writes them shortly
+  after the namespace is created; the sandbox at its creation (SecurityAllocator).
 """
 
 from __future__ import annotations
@@ -20,6 +27,65 @@ from ..apiserver.store import now_rfc3339
 from .base import Controller, log
 
 FINALIZER = "kubernetes"
+UID_RANGE = "openshift.io/sa.scc.uid-range"
+SUPPLEMENTAL_GROUPS = "openshift.io/sa.scc.supplemental-groups"
+MCS = "openshift.io/sa.scc.mcs"
+UID_BASE, UID_BLOCK = 1_000_000_000, 10_000  # the allocator's range 1000000000-1999999999, blocks of 10000
+
+
+def mcs_level(index: int) -> str:
+    """The MCS level of block `index`: pairs of categories c<i>,c<j> (i > j), enumerated in order,
+    two labels per namespace (s0:/2) as library-go's mcs.Range hands them out."""
+    i = 1
+    while index >= i:
+        index -= i
+        i += 1
+    return f"s0:c{i},c{index}"
+
+
+class SecurityAllocator:
+    """cluster-policy-controller's namespace SCC allocation: the UID block, supplemental groups and
+    MCS level annotations of a namespace, the first free block in creation order. Runs in the
+    store's validation phase of a namespace create; `ensure` allocates for a namespace that has
+    none yet (the SCC admission waits for them on a cluster)."""
+
+    def __init__(self, store, registry):
+        self.store = store
+        self.ns_t = registry.get("", "namespaces")
+
+    def _free_block(self) -> int:
+        items, _ = self.store.list(self.ns_t)
+        used = set()
+        for ns in items:
+            start = ((ns["metadata"].get("annotations") or {}).get(UID_RANGE) or "").split("/")[0]
+            if start.isdigit():
+                used.add((int(start) - UID_BASE) // UID_BLOCK)
+        return next(i for i in range(len(used) + 1) if i not in used)
+
+    def _annotate(self, obj: dict) -> dict:
+        ann = obj["metadata"].setdefault("annotations", {})
+        if UID_RANGE not in ann or MCS not in ann:
+            block = self._free_block()
+            ann.setdefault(UID_RANGE, f"{UID_BASE + block * UID_BLOCK}/{UID_BLOCK}")
+            ann.setdefault(SUPPLEMENTAL_GROUPS, ann[UID_RANGE])
+            ann.setdefault(MCS, mcs_level(block))
+        return ann
+
+    def __call__(self, rt, obj: dict) -> None:
+        if rt.key == ("", "namespaces"):
+            self._annotate(obj)
+
+    def ensure(self, name: str) -> dict | None:
+        """The namespace's annotations, allocated now if it has none; None if it does not exist."""
+        with self.store.lock:
+            ns = self.store.find(self.ns_t, None, name)
+            if ns is None:
+                return None
+            ann = (ns["metadata"].get("annotations") or {})
+            if UID_RANGE in ann and MCS in ann:
+                return ann
+            done = self.store.mutate(self.ns_t, None, name, self._annotate)
+            return (done or ns)["metadata"].get("annotations") or {}
 
 
 def prepare_namespace(rt, obj: dict) -> None:
