@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import kube
-from .diagnose import IMAGE_PULL_GRACE, PodTrouble, placement, pod_summary, replica_failure
+from .diagnose import IMAGE_PULL_GRACE, PodTrouble, placement, pod_summary, replica_failure, unschedulable
 from .errors import AdmissionTimeout, ClusterError, Evicted, PodsFailing, StartupTimeout
 from .queues import KueueView
 from .rayclusters import being_deleted, get, suspended
@@ -43,6 +43,12 @@ PODS_READY_CAUSE = ("Kueue evicts a cluster whose pods are not all ready within 
                     "on gang scheduling) and requeues it; the usual cause is a "
                     "Ray image whose pull takes longer than that (the RHOAI CUDA image is several GB) or pods slow "
                     "to start")
+# Kueue's quota admitted the cluster, and no node has room for a pod of it (capacity is not quota).
+NO_NODE_CAUSE = ("Kueue's quota admitted it, but kube-scheduler found no node for its pods (quota is not node "
+                 "capacity): ")
+NO_NODE_FIX = ("request no more per pod than a worker node can hold (head_cpu/worker_cpu, memory, worker_gpus; "
+               "`oc describe nodes` shows each node's allocatable), add `tolerations` or a node_selector where "
+               "a tainted node would take it, or ask your administrator for bigger nodes or an autoscaler")
 PODS_READY_FIX = ("pre-pull the image on the nodes or mirror it to a registry close to the cluster, use a smaller "
                   "image (`image`), or ask your OpenShift AI administrator to raise Kueue's waitForPodsReady.timeout")
 
@@ -154,6 +160,7 @@ class _Wait:
         self.admissions = Admissions()
         self.requeue_baseline: int | None = None
         self.pods = "no pods yet"
+        self.unplaced: list = []  # scheduling.Unschedulable of the pods last seen unscheduled
         self.why = ""
         self.last_progress = -PROGRESS_EVERY
         self.pods_listed: float | None = None
@@ -276,6 +283,8 @@ class _Wait:
         if trouble:
             raise PodsFailing(f"RayCluster {self.cluster_name!r} cannot start: {trouble}")
         self.pods = pod_summary(pods)
+        if pods:  # kept across an eviction, which deletes the pods: the cause outlives them
+            self.unplaced = [v for v in map(unschedulable, pods) if v is not None]
 
     def nodes_note(self) -> str:
         """'; pods on nodes: head worker-0, worker gpu-worker-0' (where GPU workers landed, for the
@@ -320,6 +329,8 @@ class _Wait:
             cause = PODS_READY_CAUSE if pods_ready else f"Kueue's last reason: {ev.reason}: {ev.message}"
             fix = PODS_READY_FIX if pods_ready else ("ask your administrator why Kueue evicts it (preemption, "
                                                      "stopped queues), or run when the queue is less busy")
+            if pods_ready and self.unplaced:  # not slow pods: pods that no node took
+                cause, fix = NO_NODE_CAUSE + self.unplaced[0].waiting_for(), NO_NODE_FIX
             raise Evicted(f"{self.kind} {self.name!r} was evicted by Kueue {count} times, so it is given up. {cause}. "
                           f"Its pods were: {self.pods}. Fix: {fix}")
         budgets = ", ".join(f"{k} {self.budget[k] - self.spent[k]:.0f}s left" for k in ("queued", "starting"))
@@ -336,10 +347,11 @@ class _Wait:
                    "LocalQueue that does not exist from a full one")
                 + f". Fix: check that LocalQueue {self.queue!r} exists (`oc get localqueues -n {self.ns}`), raise "
                   "admission_timeout to wait longer, request fewer resources, or ask for more quota")
+        fix = (NO_NODE_FIX if self.unplaced else "raise startup_timeout (large images take minutes to pull), or check "
+               f"the pods' events: `oc describe pods -l ray.io/cluster={self.cluster_name}`")
         return StartupTimeout(
             f"{self.kind} {self.name!r} was admitted but its pods were not ready within {self.budget['starting']:.0f}s "
-            f"({self.pods}). Fix: raise startup_timeout (large images take minutes to pull), or check the pods' "
-            f"events: `oc describe pods -l ray.io/cluster={self.cluster_name}`")
+            f"({self.pods}). Fix: {fix}")
 
 
 def wait_ready(name: str, namespace: str, queue: str, admission_timeout: float, startup_timeout: float,

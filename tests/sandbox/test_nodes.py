@@ -31,9 +31,25 @@ def test_a_cluster_in_quota_but_too_big_for_any_node_waits_naming_the_shortage(s
     out = capsys.readouterr().out
     assert re.search(r"starting: head Pending \(unschedulable\); head not scheduled: waiting for room on a node "
                      r"\(2 Insufficient cpu; other nodes: .*untolerated taint \{nvidia.com/gpu: true\}", out), out
-    assert "2 Insufficient cpu" in str(err.value)
+    assert "2 Insufficient cpu" in str(err.value) and "request no more per pod than a worker node can hold" in str(err.value)
     assert "too-big" not in {rc["metadata"]["name"] for rc in k8s.CustomObjectsApi(sbx.api_client())
                              .list_namespaced_custom_object("ray.io", "v1", NS, "rayclusters")["items"]}
+
+
+def test_where_kueue_evicts_unready_pods_an_unschedulable_cluster_is_given_up_naming_the_nodes(sbx, as_admin):
+    """With waitForPodsReady on (2.x's default; a 3.x administrator's choice), the same cluster is
+    evicted and requeued until provision gives up: the cause is the nodes, not a slow pull."""
+    from kfp_ray.errors import Evicted
+
+    # a pods-ready timeout longer than provision's pod listing (every 5 s while starting); 5 min on RHOAI
+    sbx.set_faults({"platform": {"pods_ready_timeout_s": 12, "requeue_backoff_base_s": 1, "wait_for_pods_ready": True}})
+    with pytest.raises(Evicted) as err:
+        tasks.provision(run_id="run-too-big-evicted", cluster_name="too-big-evicted", namespace=NS,
+                        local_queue="local-queue-test", num_workers=0, head_cpu="8", head_memory="1Gi",
+                        admission_timeout=120, startup_timeout=120)
+    said = str(err.value)
+    assert "kube-scheduler found no node for its pods" in said and "2 Insufficient cpu" in said, said
+    assert "pull" not in said.split("Fix:")[1], said
 
 
 def test_gpu_workers_land_on_the_gpu_node_and_ray_places_gpu_tasks_there(sbx, as_admin, tmp_path, capsys, monkeypatch):
