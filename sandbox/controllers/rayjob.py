@@ -394,9 +394,13 @@ class RayJobController(Controller):
     def reconcile(self) -> None:
         now = self.clock()
         jobs, _ = self.store.list(self.rj_t)
+        # Following Kueue (kueue.py ORDER): a RayJob Kueue has not seen yet waits for its next pass.
+        horizon = getattr(self._leader, "seen_rv", None)
         wake = None
         for rj in jobs:
             uid = rj["metadata"]["uid"]
+            if horizon is not None and int(rj["metadata"]["resourceVersion"]) > horizon:
+                continue
             fingerprint = self._fingerprint(rj)
             due, seen = self._next.get(uid, (0.0, ()))
             if seen == fingerprint and (due is None or now < due):
