@@ -82,13 +82,13 @@ def get(ctl, name="job"):
     return ctl.store.get(ctl.rj_t, NS, name)
 
 
-def make_ready(ctl, rc_name):
+def make_ready(ctl, rc_name, ns=NS):
     """What KubeRay's RayCluster controller does: the head Service, then state ready."""
     svc_t = ctl.rt("", "services")
-    if ctl.store.find(svc_t, NS, f"{rc_name}-head-svc") is None:
-        ctl.store.create(svc_t, {"metadata": {"name": f"{rc_name}-head-svc", "namespace": NS},
+    if ctl.store.find(svc_t, ns, f"{rc_name}-head-svc") is None:
+        ctl.store.create(svc_t, {"metadata": {"name": f"{rc_name}-head-svc", "namespace": ns},
                                  "spec": {"clusterIP": "127.0.1.5", "ports": [{"name": "dashboard", "port": 8265}]}})
-    ctl.store.mutate(ctl.rc_t, NS, rc_name, lambda o: o.setdefault("status", {}).update(state="ready"),
+    ctl.store.mutate(ctl.rc_t, ns, rc_name, lambda o: o.setdefault("status", {}).update(state="ready"),
                      subresource="status")
 
 
@@ -366,3 +366,24 @@ def test_a_rayjob_kueue_has_not_seen_waits(box):
     assert "status" not in get(ctl, "late")
     run(kueue)
     assert get(ctl, "late")["spec"]["suspend"] is False
+
+
+def test_cluster_selector_submitter_runs_the_clusters_image(box):
+    """common.GetDefaultSubmitterTemplate takes the head image of the RayCluster the job runs on: a
+    clusterSelector job (no rayClusterSpec) gets the selected cluster's, here the SDK's py312 image."""
+    from codeflare_sdk.common.utils.constants import CUDA_PY312_RUNTIME_IMAGE
+
+    kueue, ctl = box
+    ns = "default"  # not kueue-managed: there RHOAI's webhooks refuse a clusterSelector job either way
+    rc = raycluster("existing", workers=0, cpu="1", memory="1Gi", queue=None)
+    rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] = CUDA_PY312_RUNTIME_IMAGE
+    ctl.store.create(ctl.rc_t, {**rc, "metadata": {**rc["metadata"], "namespace": ns}})
+    make_ready(ctl, "existing", ns)
+    body = rayjob("sel", queue=None, clusterSelector={"ray.io/cluster": "existing"}, shutdownAfterJobFinishes=False)
+    del body["spec"]["rayClusterSpec"]
+    body["metadata"]["namespace"] = ns
+    create(kueue, body)
+    settle(kueue, ctl)
+    assert ctl.store.get(ctl.rj_t, ns, "sel")["status"]["jobDeploymentStatus"] == "Running"
+    [pod] = [p for p in ctl.store.list(ctl.pod_t, ns)[0] if p["metadata"]["labels"].get("job-name") == "sel"]
+    assert [c["image"] for c in pod["spec"]["containers"]] == [CUDA_PY312_RUNTIME_IMAGE]
