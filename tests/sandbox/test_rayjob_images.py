@@ -1,8 +1,13 @@
 """RHOAI's Ray images run as they would there (sandbox/rayimage.py): a RayJob with a clusterSelector
 on a cluster of the CodeFlare SDK's CUDA_PY312_RUNTIME_IMAGE runs its submitter (the `ray` CLI)
-and its entrypoint in that image's Python."""
+and its entrypoint in that image's Python, and a Ray client of Python 3.11 is refused as Ray
+refuses it (ray/util/client/__init__.py _check_versions, python_version_match_level "minor")."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import pytest
 from kubernetes import client as k8s
@@ -31,7 +36,7 @@ def default_ns(sbx):
 
 
 @pytest.mark.ray
-def test_cluster_selector_rayjob_on_the_sdk_py312_image(sbx, default_ns):
+def test_cluster_selector_rayjob_on_the_sdk_py312_image(sbx, default_ns, as_admin, tmp_path):
     from codeflare_sdk.common.utils.constants import CUDA_PY312_RUNTIME_IMAGE
 
     from kfp_ray_sandbox import rayimage
@@ -56,3 +61,16 @@ def test_cluster_selector_rayjob_on_the_sdk_py312_image(sbx, default_ns):
     assert (done["jobDeploymentStatus"], done.get("jobStatus")) == ("Complete", "SUCCEEDED"), (done, logs)
     assert [p.spec.containers[0].image for p in pods] == [CUDA_PY312_RUNTIME_IMAGE]
     assert any(f"python {minor}" in log for log in logs), logs
+
+    if minor != "3.12":
+        return  # the closest whole image: a 3.11 client is not refused there (docs/sandbox.md)
+    from kfp_ray import driver
+
+    env = driver.client_certificate(driver.ca_secret("py312", NS, timeout=30), "py312", NS, str(tmp_path))
+    svc = v1.read_namespaced_service("py312-head-svc", NS)
+    port = next(p.port for p in svc.spec.ports if p.name == "client")
+    probe = subprocess.run([sys.executable, "-c", f"import ray; ray.init('ray://{svc.spec.cluster_ip}:{port}')"],
+                           env={**os.environ, **env}, capture_output=True, text=True, timeout=180)
+    assert probe.returncode != 0, probe.stdout
+    assert "Version mismatch: The cluster was started with:" in probe.stderr, probe.stderr[-3000:]
+    assert "Python: 3.12." in probe.stderr and f"Python: {sys.version_info[0]}.{sys.version_info[1]}." in probe.stderr
