@@ -220,6 +220,7 @@ def python_for(image: str | None) -> str:
     return foreign if foreign is not None else python()
 
 
+@functools.cache
 def interpreter(minor: str) -> str | None:
     """A python`minor` on this machine: on PATH, else under pyenv (whose shim on PATH may name a
     version it does not select)."""
