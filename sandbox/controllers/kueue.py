@@ -59,8 +59,9 @@ and the job reconciler then sets spec.suspend false (startJob). KubeRay (v1.4.2
 rayjob_controller.go) writes one status per reconcile and checks spec.suspend only in
 Initializing and Running: New -> Initializing, then, still suspended, Suspending -> Suspended
 (nothing to delete yet), and Suspended -> New once unsuspended. Both are watch-driven, so which
-comes first is decided by milliseconds there; the sandbox fixes the order as RHOAI is seen to
-run it: Kueue runs first on every change and KubeRay's RayJob controller follows in the same
+comes first is decided by milliseconds there (KubeRay's two writes against Kueue's three); the
+sandbox fixes one order, the one the project takes RHOAI to show (no Suspended with free
+quota), and says so in docs/sandbox.md: Kueue runs first on every change and KubeRay's RayJob controller follows in the same
 thread (core.py), acting only on RayJobs this controller has seen (seen_rv). With free quota a
 watcher sees "" -> Initializing -> Running -> Complete (the RayJob unsuspended while still New);
 with no quota "" -> Initializing -> Suspending -> Suspended, and after admission "" ->
