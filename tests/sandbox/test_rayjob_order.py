@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import watch
 
-from tests.helpers import eventually
+from tests.helpers import eventually, on_platforms
 
 NS = "sandbox"
 RAY = ("ray.io", "v1", NS)
@@ -54,7 +54,8 @@ def recording(api_client, name: str):
         rec.stop()
 
 
-def test_a_full_queue_is_seen_suspended_then_new_once_admitted(sbx):
+@on_platforms()
+def test_a_full_queue_is_seen_suspended_then_new_once_admitted(box, sbx):
     """No quota (the fault never_admit holds the Workload; image_pull keeps Ray from starting):
     "" -> Initializing -> Suspending -> Suspended; admitted: "" -> Initializing."""
     from tests.sandbox.test_rayjob import rayjob
