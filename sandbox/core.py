@@ -178,6 +178,7 @@ class Sandbox:
         # KubeRay's RayJob controller creates its RayClusters and submitter pods through the API
         # server's admission (CodeFlare's and Kueue's webhooks), as the real operator's client does
         rayjobs = RayJobController(self.store, self.registry, admit=lambda *a: self.api.admit(*a))
+        rayjobs.follow(kueue)  # each change reaches Kueue before KubeRay's RayJob controller (kueue.py ORDER)
         self.proxy = KubeProxy(self.store, self.registry, self.network, lambda pod, port: self.kubelet.pod_port(pod, port),
                                faults=self.faults)
         self.kubelet = Kubelet(self.store, self.registry, self.network, self.faults, self.state_dir / "pods",

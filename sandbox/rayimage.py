@@ -14,13 +14,24 @@ requirements into the clone, where they come before the symlinked packages on sy
 never uninstalls through the symlinks: they lie outside the clone ("outside environment").
 Differences from RHOAI (README, "Where the sandbox differs"): the image is the project's
 Python and package versions, not the RHOAI image's.
+
+Images of another Python (image_python: the `-py312` of a tag, or the digest the CodeFlare SDK
+names for it) run in an image of that Python (foreign_python): a virtualenv of that interpreter
+(found on PATH or under pyenv) with the same Ray, `ray[data,default]` pinned to the project
+venv's versions (pip, from the package index, once per machine), plus this image's raypip and
+imagehooks. So the `ray` CLI, a job's `python` and a Ray client's version check are that
+image's. Where no such interpreter is, or the install fails, the closest whole image runs
+instead (the sandbox's own, logged; docs/sandbox.md), never half of one.
 """
 
 from __future__ import annotations
 
 import functools
+import glob
 import hashlib
+import logging
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -149,14 +160,14 @@ def pip_envs(root: Path) -> Path:
     return root.with_name(f"{root.name}-pip-envs")
 
 
-def bin_dir() -> str:
-    return str(Path(python()).parent)
+def bin_dir(image: str | None = None) -> str:
+    return str(Path(python_for(image)).parent)
 
 
-def with_ray_cli() -> str:
+def with_ray_cli(image: str | None = None) -> str:
     """The image's bin directory, with the `ray` command RHOAI's image has on its PATH (the
     console script of ray's entry point ray.scripts.scripts:main), made on first use."""
-    py = Path(python())
+    py = Path(python_for(image))
     cli = py.parent / "ray"
     if not cli.exists():
         tmp = _aside(cli)
@@ -172,3 +183,116 @@ def is_ray_image(image: str) -> bool:
     name = image.split("@", 1)[0]
     last = name.rsplit("/", 1)[-1].split(":", 1)[0]
     return last == "ray" or last.startswith("ray-")
+
+
+# --- images of another Python -----------------------------------------------------------
+log = logging.getLogger("sandbox")
+# The digests the CodeFlare SDK 0.34 names (codeflare_sdk/common/utils/constants.py): Ray 2.52.1,
+# py311-cu121 and py312-cu128. Tags say their Python themselves (2.52.1-py312-cu128, -rocm62, ...).
+SDK_DIGESTS = {
+    "sha256:595b3acd10244e33fca1ed5469dccb08df66f470df55ae196f80e56edf35ad5a": "3.11",
+    "sha256:6b135421b6e756593a58b4df6664f82fc4b55237ca81475f2867518f15fe6d84": "3.12",
+}
+_PY_TAG = re.compile(r"(?:^|[-_.])py3(\d{1,2})(?:$|[-_.])")
+FOREIGN_PACKAGES = ("ray[data,default]",)  # what the project venv has of Ray (codeflare-sdk's), numpy with it
+
+
+def own_minor() -> str:
+    return f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def image_python(image: str) -> str | None:
+    """The Python minor a Ray image ships ("3.12"), from its tag or a known digest; None: unknown."""
+    image = image or ""
+    if "@" in image and image.split("@", 1)[1] in SDK_DIGESTS:
+        return SDK_DIGESTS[image.split("@", 1)[1]]
+    tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
+    m = _PY_TAG.search(tag)
+    return f"3.{m.group(1)}" if m else None
+
+
+def python_for(image: str | None) -> str:
+    """The python of the image `image` runs in: its own Python's image, else the sandbox's."""
+    minor = image_python(image) if image else None
+    if minor is None or minor == own_minor():
+        return python()
+    foreign = foreign_python(minor)
+    return foreign if foreign is not None else python()
+
+
+@functools.cache
+def interpreter(minor: str) -> str | None:
+    """A python`minor` on this machine: on PATH, else under pyenv (whose shim on PATH may name a
+    version it does not select)."""
+    pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    candidates = [shutil.which(f"python{minor}"), *sorted(glob.glob(f"{pyenv}/versions/{minor}.*/bin/python{minor}"),
+                                                          reverse=True)]
+    for found in filter(None, candidates):
+        try:
+            out = subprocess.run([found, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True,
+                                 timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    return None
+
+
+def _pins() -> list[str]:
+    """The project venv's versions, which the foreign image's Ray and its requirements take."""
+    return sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions()
+                  if d.metadata["Name"] and not (d.read_text("direct_url.json") or "").count('"editable": true'))
+
+
+@functools.cache
+def foreign_python(minor: str) -> str | None:
+    """The image of Python `minor` (built on first use, then reused); None when it cannot be had."""
+    interp = interpreter(minor)
+    if interp is None:
+        log.warning("no python%s on this machine: images of Python %s run the sandbox's Python %s image",
+                    minor, minor, own_minor())
+        return None
+    pins = _pins()
+    h = hashlib.sha256(f"{interp}\n{FOREIGN_PACKAGES}\n".encode())
+    h.update("\n".join(pins).encode())
+    h.update(RAYPIP.read_bytes())
+    h.update(IMAGEHOOKS.read_bytes())
+    root = Path(sys.prefix) / ".kfp-ray-sandbox-image" / f"py{minor.replace('.', '')}-{h.hexdigest()[:16]}"
+    py = root / "bin" / "python"
+    with _BUILDING:
+        if not py.exists():
+            try:
+                _build_foreign(interp, pins, root)
+            except (OSError, subprocess.SubprocessError) as exc:
+                log.warning("cannot build the Python %s Ray image (%s): images of Python %s run the sandbox's "
+                            "Python %s image", minor, exc, minor, own_minor())
+                return None
+    return str(py)
+
+
+def _build_foreign(interp: str, pins: list[str], root: Path) -> None:
+    tmp = _aside(root)
+    try:
+        subprocess.run([interp, "-m", "venv", str(tmp)], check=True, capture_output=True, timeout=300)
+        constraints = tmp / "constraints.txt"
+        constraints.write_text("\n".join(pins) + "\n")
+        subprocess.run([str(tmp / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        "-c", str(constraints), *FOREIGN_PACKAGES, "numpy"],
+                       check=True, capture_output=True, timeout=1200)
+        venv_site = next((tmp / "lib").glob("python*/site-packages"))
+        shutil.copyfile(RAYPIP, venv_site / "kfp_ray_sandbox_raypip.py")
+        (venv_site / "kfp_ray_sandbox_raypip.pth").write_text(
+            f"import kfp_ray_sandbox_raypip; kfp_ray_sandbox_raypip.install({str(pip_envs(root))!r})\n")
+        shutil.copyfile(IMAGEHOOKS, venv_site / "kfp_ray_sandbox_imagehooks.py")
+        (venv_site / "kfp_ray_sandbox_imagehooks.pth").write_text("import kfp_ray_sandbox_imagehooks; "
+                                                                "kfp_ray_sandbox_imagehooks.install()\n")
+        for f in [tmp / "pyvenv.cfg", *(tmp / "bin").iterdir()]:  # venv and pip wrote tmp's path
+            if f.is_file() and not f.is_symlink():
+                try:
+                    f.write_text(f.read_text().replace(str(tmp), str(root)))
+                except UnicodeDecodeError:
+                    continue
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _into_place(tmp, root)

@@ -159,13 +159,13 @@ def _hold_block(kind: str, ports: range, size: int) -> tuple[int, int, socket.so
     raise OSError(f"all {len(blocks)} blocks of {kind} ports are held by running sandbox nodes")
 
 
-def ray_env(extra: dict | None = None) -> dict:
+def ray_env(extra: dict | None = None, image: str | None = None) -> dict:
     """Environment for Ray processes: the sandbox's Ray image's bin first on PATH (so a job's
     `python` is the image's: Ray without training libraries, rayimage.py), and none of the
     caller's RAY_* settings (the CodeFlare SDK exports RAY_USE_TLS into the process that
     called it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    bindir = rayimage.bin_dir()
+    bindir = rayimage.bin_dir(image)  # the pod's image's (rayimage.python_for)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     env["PYTHONUNBUFFERED"] = "1"
@@ -282,8 +282,9 @@ class RayNode(PodProcess):
     def __init__(self, name: str, ip: str, *, head: bool, num_cpus: float, num_gpus: float,
                  memory: int, root: Path, ports: dict[str, int] | None = None,
                  gcs_address: str | None = None, env: dict | None = None, head_temp_dir: Path | None = None,
-                 extra_args: list[str] | None = None):
+                 extra_args: list[str] | None = None, image: str | None = None):
         self.name, self.ip, self.head = name, ip, head
+        self.image = image  # the Ray container's image: which Python's Ray image runs (rayimage.python_for)
         self.extra_args = list(extra_args or [])  # last on the command line: they win over ours
         self.num_cpus, self.num_gpus, self.memory = num_cpus, num_gpus, memory
         self.gcs_address = gcs_address
@@ -321,7 +322,7 @@ class RayNode(PodProcess):
                 self.pid_file.unlink(missing_ok=True)
 
     def command(self) -> list[str]:
-        cmd = [rayimage.python(), "-m", "ray.scripts.scripts", "start", "--block",  # `ray start`, in the image
+        cmd = [rayimage.python_for(self.image), "-m", "ray.scripts.scripts", "start", "--block",  # `ray start`, in the image
                f"--node-ip-address={self.ip}", f"--temp-dir={self.temp_dir}",
                f"--num-cpus={max(0, math.ceil(self.num_cpus))}", f"--num-gpus={math.ceil(self.num_gpus)}",
                f"--memory={self.memory}",
@@ -343,7 +344,7 @@ class RayNode(PodProcess):
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=ray_env({**self.env, NODE_ENV: str(self.temp_dir)}), start_new_session=True,
+                                     env=ray_env({**self.env, NODE_ENV: str(self.temp_dir)}, self.image), start_new_session=True,
                                      cwd=str(self.temp_dir))
         log.close()
         self._record(pgid=self.proc.pid)  # its session and group: start_new_session

@@ -11,20 +11,40 @@ log = logging.getLogger("sandbox")
 
 
 class Controller:
-    """Reconciles everything whenever the store changes, and at least every `resync` s."""
+    """Reconciles everything whenever the store changes, and at least every `resync` s.
+
+    Watch-driven as controller-runtime's controllers are: a pass starts as soon as the store
+    changes (its own writes included, so multi-step work proceeds at once), with no polling
+    interval on that path. Only a burst of passes that each found a new change waiting
+    (BURST back to back) is spaced by SPACING s, so that a storm of writes coalesces rather
+    than spins.
+
+    Followers (`follow`) run in the leader's thread, right after each of its passes, in order:
+    what the leader does with a change is done before any follower sees it (KubeRay's RayJob
+    controller after Kueue, kueue.py says why)."""
 
     name = "controller"
     resync = 0.5
+    BURST, SPACING = 3, 0.02
 
     def __init__(self, store: Store, registry):
         self.store, self.registry = store, registry
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.followers: list[Controller] = []
+        self._leader: Controller | None = None
 
     def rt(self, group: str, plural: str):
         return self.registry.get(group, plural)
 
+    def follow(self, leader: Controller) -> None:
+        """Run after `leader`'s every pass, in its thread, instead of in a thread of one's own."""
+        leader.followers.append(self)
+        self._leader = leader
+
     def start(self) -> None:
+        if self._leader is not None:
+            return  # runs in its leader's thread
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
@@ -33,17 +53,28 @@ class Controller:
         if self._thread:
             self._thread.join(timeout=30)
 
+    def run_pass(self) -> None:
+        """One pass of this controller, then of each follower."""
+        for c in (self, *self.followers):
+            try:
+                c.reconcile()
+            except Exception:  # a controller never dies of one bad object
+                log.exception("%s: reconcile failed", c.name)
+
     def _run(self) -> None:
+        burst = 0
         while not self._stop.is_set():
             before = self.store.rv
-            try:
-                self.reconcile()
-            except Exception:  # a controller never dies of one bad object
-                log.exception("%s: reconcile failed", self.name)
-            # Wake on any change since this pass began (our own writes included, so
-            # multi-step work proceeds at once), else resync; never spin.
-            self._stop.wait(0.02)
-            self.store.wait_for_change(before, self.resync)
+            self.run_pass()
+            resync = min(c.resync for c in (self, *self.followers))
+            if self.store.rv > before:  # changed during the pass: go again now, unless it keeps on
+                burst += 1
+                if burst >= self.BURST:
+                    burst = 0
+                    self._stop.wait(self.SPACING)
+                continue
+            burst = 0
+            self.store.wait_for_change(before, resync)
 
     def reconcile(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError

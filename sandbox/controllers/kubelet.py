@@ -700,7 +700,7 @@ class Kubelet(Controller):
             return  # waits in CreateContainerConfigError (_blocked)
         if rayimage.is_ray_image(container.get("image") or "") and "PATH" not in env:
             # a Ray image (the RayJob submitter's is the head's): its `ray` and python first on PATH
-            env["PATH"] = rayimage.with_ray_cli() + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")
+            env["PATH"] = rayimage.with_ray_cli(container.get("image")) + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")
         if self.api_endpoint is not None:
             env |= {"KUBERNETES_SERVICE_HOST": self.api_endpoint[0], "KUBERNETES_SERVICE_PORT": str(self.api_endpoint[1]),
                     "KUBERNETES_SERVICE_PORT_HTTPS": str(self.api_endpoint[1])}
@@ -855,13 +855,13 @@ class Kubelet(Controller):
             crash = self.faults.for_cluster(rt.cluster).get("crash_loop")
             failing = crash is True or (not isinstance(crash, bool) and isinstance(crash, int) and rt.starts < crash)
             return RayNode(rt.name, rt.ip, head=True, num_cpus=cpu, num_gpus=gpu, memory=mem, root=self.root,
-                           ports=real, env=env, extra_args=CRASH_LOOP_ARGS if failing else None)
+                           ports=real, env=env, extra_args=CRASH_LOOP_ARGS if failing else None, image=_image(current))
         head = self._head_runtime(rt)
         gcs = self._gcs_address(rt, head) if head is not None else None
         if gcs is None:
             return None
         return RayNode(rt.name, rt.ip, head=False, num_cpus=cpu * fold, num_gpus=gpu * fold, memory=mem * fold,
-                       root=self.root, gcs_address=gcs, env=env,
+                       root=self.root, gcs_address=gcs, env=env, image=_image(current),
                        head_temp_dir=head.node.temp_dir if head.node is not None else None)
 
     def _volumes(self, rt: PodRuntime, pod: dict) -> dict[str, str] | None:
@@ -1055,3 +1055,8 @@ def _qos(pod: dict) -> str:
         return all(k in limits and quantity.parse(requests.get(k, limits[k])) == quantity.parse(limits[k])
                    for k in ("cpu", "memory"))
     return "Guaranteed" if all(guaranteed(r) for r in resources) else "Burstable"
+
+
+def _image(pod: dict) -> str:
+    """The Ray container's image (KubeRay's RayContainerIndex 0): which Python's Ray image the node runs."""
+    return ((pod["spec"].get("containers") or [{}])[0]).get("image") or ""

@@ -51,6 +51,21 @@ Timers (PodsReady timeout, backoff, finalizer delay) run on `clock` (monotonic b
 fake one in unit tests) from when this controller saw the event; the controller wakes for the
 next one. Not simulated: preemption, cohorts, admission checks, stopPolicy, priority classes,
 ResourceFlavor/ClusterQueue finalizers, Workloads rebuilt when a suspended job's pod sets change.
+
+ORDER: what a watcher of a Kueue-managed RayJob sees. Kueue (v0.11.6 jobframework/reconciler.go
+handleJobWithNoWorkload, jobs/rayjob IsActive) creates a RayJob's Workload only while its
+jobDeploymentStatus is New ("") or Suspended; its scheduler admits a Workload that fits at once
+and the job reconciler then sets spec.suspend false (startJob). KubeRay (v1.4.2
+rayjob_controller.go) writes one status per reconcile and checks spec.suspend only in
+Initializing and Running: New -> Initializing, then, still suspended, Suspending -> Suspended
+(nothing to delete yet), and Suspended -> New once unsuspended. Both are watch-driven, so which
+comes first is decided by milliseconds there (KubeRay's two writes against Kueue's three); the
+sandbox fixes one order, the one the project takes RHOAI to show (no Suspended with free
+quota), and says so in docs/sandbox.md: Kueue runs first on every change and KubeRay's RayJob controller follows in the same
+thread (core.py), acting only on RayJobs this controller has seen (seen_rv). With free quota a
+watcher sees "" -> Initializing -> Running -> Complete (the RayJob unsuspended while still New);
+with no quota "" -> Initializing -> Suspending -> Suspended, and after admission "" ->
+Initializing -> Running -> Complete.
 """
 
 from __future__ import annotations
@@ -96,6 +111,7 @@ BACKOFF_JITTER = 0.0001
 NOT_READY = "Not all pods are ready or succeeded"
 READY = "All pods reached readiness and the workload is running"
 RECOVERING = "At least one pod has failed, waiting for recovery"
+SETTLE = 4  # passes per reconcile at most: job -> Workload -> admitted -> job started, then quiet
 
 
 def ray_pod_sets(rc: dict) -> list[dict]:
@@ -182,6 +198,7 @@ class KueueController(Controller):
         # seconds), which no later status write may change (a resourceVersion would).
         self._created: dict[str, int] = {}
         self._seq = itertools.count()
+        self.seen_rv = 0
 
     # --- webhooks --------------------------------------------------------------
     def _namespace_labels(self, namespace: str | None) -> dict:
@@ -271,6 +288,19 @@ class KueueController(Controller):
 
     # --- one pass ----------------------------------------------------------------
     def reconcile(self) -> None:
+        """Passes until one writes nothing (at most SETTLE): what Kueue's watch-driven parts do
+        within milliseconds of a job's creation (the job reconciler creates its Workload, the
+        scheduler admits it, the job reconciler starts the job) is done before KubeRay's RayJob
+        controller, which follows this one (base.Controller.follow), takes its next step.
+        `seen_rv`: every object at or below it was seen by the last pass (rayjob.py acts on
+        no RayJob Kueue has not seen: ORDER below)."""
+        for _ in range(SETTLE):
+            before = self.seen_rv = self.store.rv
+            self._pass()
+            if self.store.rv == before:
+                break
+
+    def _pass(self) -> None:
         now = self.clock()
         self._wake = None
         jobs = [JOB_KINDS["rayclusters"](o) for o in self.store.list(self.rc_t)[0]] + \

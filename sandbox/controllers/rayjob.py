@@ -154,11 +154,14 @@ def k8s_job_command(rayjob: dict) -> list[str]:
     return cmd
 
 
-def submitter_template(rayjob: dict) -> dict:
+def submitter_template(rayjob: dict, cluster: dict | None = None) -> dict:
     """getSubmitterTemplate: the user's template or the default, the default command when the first
-    container has none, then PYTHONUNBUFFERED, RAY_DASHBOARD_ADDRESS and RAY_JOB_SUBMISSION_ID."""
+    container has none, then PYTHONUNBUFFERED, RAY_DASHBOARD_ADDRESS and RAY_JOB_SUBMISSION_ID.
+    The default (common.GetDefaultSubmitterTemplate) takes the image of the RayCluster the job runs
+    on, the one its clusterSelector names included (it has no rayClusterSpec)."""
     spec, status = rayjob.get("spec") or {}, rayjob.get("status") or {}
-    template = copy.deepcopy(spec.get("submitterPodTemplate") or default_submitter_template(spec.get("rayClusterSpec")))
+    cluster_spec = (cluster or {}).get("spec") or spec.get("rayClusterSpec")
+    template = copy.deepcopy(spec.get("submitterPodTemplate") or default_submitter_template(cluster_spec))
     c0 = template.setdefault("spec", {}).setdefault("containers", [{}])[0]
     if not c0.get("command"):
         c0["command"] = ["/bin/bash", "-ce", "--"]
@@ -394,9 +397,13 @@ class RayJobController(Controller):
     def reconcile(self) -> None:
         now = self.clock()
         jobs, _ = self.store.list(self.rj_t)
+        # Following Kueue (kueue.py ORDER): a RayJob Kueue has not seen yet waits for its next pass.
+        horizon = getattr(self._leader, "seen_rv", None)
         wake = None
         for rj in jobs:
             uid = rj["metadata"]["uid"]
+            if horizon is not None and int(rj["metadata"]["resourceVersion"]) > horizon:
+                continue
             fingerprint = self._fingerprint(rj)
             due, seen = self._next.get(uid, (0.0, ()))
             if seen == fingerprint and (due is None or now < due):
@@ -475,7 +482,7 @@ class RayJobController(Controller):
                     status["jobDeploymentStatus"] = "Waiting"
                 else:
                     if mode == "K8sJobMode":
-                        self._create_submitter_if_needed({**rj, "status": status})
+                        self._create_submitter_if_needed({**rj, "status": status}, rc)
                     status["jobDeploymentStatus"] = "Running"
         elif jds == "Waiting":
             if not spec.get("jobId"):
@@ -661,7 +668,8 @@ class RayJobController(Controller):
             last = max(_epoch(self._finished_at(p)) or 0.0 for p in pods)
             due = last + min(JOB_BACKOFF_BASE * 2 ** (failures - 1), JOB_BACKOFF_MAX)
             if self.clock() >= due:
-                self._create_submitter_pod(rj)
+                self._create_submitter_pod(rj, self.store.find(self.rc_t, rj["metadata"]["namespace"],
+                                                               (rj.get("status") or {}).get("rayClusterName", "")))
             else:
                 raise _Requeue(min(REQUEUE_S, due - self.clock()))
         return {"failed": False, "finished": False}
@@ -674,17 +682,17 @@ class RayJobController(Controller):
                 return ended["finishedAt"]
         return None
 
-    def _create_submitter_if_needed(self, rj: dict) -> None:
+    def _create_submitter_if_needed(self, rj: dict, rc: dict) -> None:
         """createK8sJobIfNeed."""
         if self._submitter_pods(rj):
             return
-        self._create_submitter_pod(rj)
+        self._create_submitter_pod(rj, rc)
         ns, name = rj["metadata"]["namespace"], rj["metadata"]["name"]
         self._event(rj, "Normal", "CreatedRayJobSubmitter", f"Created Kubernetes Job {ns}/{name}")
 
-    def _create_submitter_pod(self, rj: dict) -> None:
+    def _create_submitter_pod(self, rj: dict, rc: dict | None) -> None:
         ns, name, uid = rj["metadata"]["namespace"], rj["metadata"]["name"], rj["metadata"]["uid"]
-        template = submitter_template(rj)
+        template = submitter_template(rj, rc)
         meta = template.get("metadata") or {}
         labels = {**(meta.get("labels") or {}), **{k: name for k in JOB_LABELS}, **{k: uid for k in UID_LABELS}}
         pod = {"apiVersion": "v1", "kind": "Pod",

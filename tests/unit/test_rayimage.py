@@ -86,3 +86,44 @@ def test_runtime_env_pip_installs_once_per_image_and_every_node_uses_it(tmp_path
     log = missing.communicate(timeout=300)[0]
     assert missing.returncode != 0 and "kfp-ray-toy==2.0" in log
     assert [d.name for d in shared.iterdir() if d.is_dir()] == [built.name]
+
+
+# Every Ray image the CodeFlare SDK 0.34 or RHOAI's docs name, with its Python.
+NAMED_IMAGES = {
+    "quay.io/modh/ray@sha256:595b3acd10244e33fca1ed5469dccb08df66f470df55ae196f80e56edf35ad5a": "3.11",  # CUDA_PY311
+    "quay.io/modh/ray@sha256:6b135421b6e756593a58b4df6664f82fc4b55237ca81475f2867518f15fe6d84": "3.12",  # CUDA_PY312
+    "quay.io/modh/ray:2.52.1-py311-cu121": "3.11",
+    "quay.io/modh/ray:2.52.1-py312-cu128": "3.12",
+    "quay.io/modh/ray:2.47.1-py311-rocm62": "3.11",  # the SDK docs' ROCm image
+}
+
+
+def test_named_images_say_their_python():
+    from codeflare_sdk.common.utils import constants
+
+    assert {constants.CUDA_PY311_RUNTIME_IMAGE, constants.CUDA_PY312_RUNTIME_IMAGE} <= set(NAMED_IMAGES)
+    assert {image: rayimage.image_python(image) for image in NAMED_IMAGES} == NAMED_IMAGES
+    assert rayimage.image_python("rayproject/ray:2.52.1") is None
+    assert rayimage.python_for("rayproject/ray:2.52.1") == rayimage.python_for(None) == rayimage.python()
+
+
+def test_every_named_image_runs_its_python_and_its_ray_cli():
+    """Each image's `ray` CLI and `python` are that image's Python (the closest whole image where
+    this machine has no such interpreter: docs/sandbox.md); each distinct image is run once."""
+    checked: dict[str, str] = {}
+    for image, minor in NAMED_IMAGES.items():
+        bindir = rayimage.with_ray_cli(image)
+        env = ray_env(image=image)
+        assert env["PATH"].split(":")[0] == bindir
+        expected = minor if rayimage.interpreter(minor) else rayimage.own_minor()
+        if bindir in checked:
+            assert checked[bindir] == expected, image
+            continue
+        version = subprocess.run(["python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert version.stdout.strip() == expected, (image, version.stderr)
+        cli = subprocess.run([str(Path(bindir) / "ray"), "--version"], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert cli.returncode == 0 and "2.52.1" in cli.stdout, (image, cli.stderr)
+        checked[bindir] = expected
+    assert len(set(checked.values())) == len(checked)  # one image per Python

@@ -82,13 +82,13 @@ def get(ctl, name="job"):
     return ctl.store.get(ctl.rj_t, NS, name)
 
 
-def make_ready(ctl, rc_name):
+def make_ready(ctl, rc_name, ns=NS):
     """What KubeRay's RayCluster controller does: the head Service, then state ready."""
     svc_t = ctl.rt("", "services")
-    if ctl.store.find(svc_t, NS, f"{rc_name}-head-svc") is None:
-        ctl.store.create(svc_t, {"metadata": {"name": f"{rc_name}-head-svc", "namespace": NS},
+    if ctl.store.find(svc_t, ns, f"{rc_name}-head-svc") is None:
+        ctl.store.create(svc_t, {"metadata": {"name": f"{rc_name}-head-svc", "namespace": ns},
                                  "spec": {"clusterIP": "127.0.1.5", "ports": [{"name": "dashboard", "port": 8265}]}})
-    ctl.store.mutate(ctl.rc_t, NS, rc_name, lambda o: o.setdefault("status", {}).update(state="ready"),
+    ctl.store.mutate(ctl.rc_t, ns, rc_name, lambda o: o.setdefault("status", {}).update(state="ready"),
                      subresource="status")
 
 
@@ -303,3 +303,87 @@ def test_pods_ready_timeout_evicts_and_suspends_the_rayjob(box):
     events = {(e["reason"], e["message"]) for e in ctl.store.list(ctl.rt("", "events"), NS)[0]
               if e["involvedObject"]["name"] == "job"}
     assert ("Stopped", f"Exceeded the PodsReady timeout {NS}/{wl['metadata']['name']}") in events
+
+
+def deployment_states(store, rt, name, since=0) -> list[str]:
+    """Every jobDeploymentStatus a watcher of the RayJob sees, repeats collapsed."""
+    seen = []
+    for e in store.events_since(since, key=rt.key):
+        if e.obj["metadata"]["name"] == name and e.type != "DELETED":
+            state = (e.obj.get("status") or {}).get("jobDeploymentStatus", "")
+            if not seen or seen[-1] != state:
+                seen.append(state)
+    return seen
+
+
+def run(kueue, passes=60):
+    """The sandbox's thread for both: Kueue's pass, then KubeRay's RayJob controller (core.py)."""
+    for _ in range(passes):
+        before = kueue.store.rv
+        kueue.run_pass()
+        if kueue.store.rv == before:
+            return
+    raise AssertionError("did not settle")
+
+
+def test_watch_order_with_free_quota(box):
+    """kueue.py ORDER: with free quota Kueue starts the RayJob before KubeRay's first step, so no
+    Suspending/Suspended is seen; with no quota KubeRay walks it to Suspended, and back through
+    New once Kueue admits it."""
+    kueue, ctl = box
+    ctl.follow(kueue)
+    since = kueue.store.rv
+    create(kueue, rayjob("free"))
+    run(kueue)
+    make_ready(ctl, get(ctl, "free")["status"]["rayClusterName"])
+    run(kueue)
+    assert deployment_states(kueue.store, ctl.rj_t, "free", since) == ["", "Initializing", "Running"]
+
+
+def test_watch_order_with_a_full_queue(box):
+    kueue, ctl = box
+    ctl.follow(kueue)
+    kueue.faults.set({"clusters": {"full": {"never_admit": True}}})
+    since = kueue.store.rv
+    create(kueue, rayjob("full"))
+    run(kueue)
+    assert deployment_states(kueue.store, ctl.rj_t, "full", since) == ["", "Initializing", "Suspending", "Suspended"]
+    kueue.faults.set({})
+    run(kueue)
+    make_ready(ctl, get(ctl, "full")["status"]["rayClusterName"])
+    run(kueue)
+    assert deployment_states(kueue.store, ctl.rj_t, "full", since) == [
+        "", "Initializing", "Suspending", "Suspended", "", "Initializing", "Running"]
+
+
+def test_a_rayjob_kueue_has_not_seen_waits(box):
+    """One created between Kueue's pass and KubeRay's is left for the next pass (seen_rv)."""
+    kueue, ctl = box
+    ctl.follow(kueue)
+    kueue.reconcile()
+    create(kueue, rayjob("late"))
+    ctl.reconcile()
+    assert "status" not in get(ctl, "late")
+    run(kueue)
+    assert get(ctl, "late")["spec"]["suspend"] is False
+
+
+def test_cluster_selector_submitter_runs_the_clusters_image(box):
+    """common.GetDefaultSubmitterTemplate takes the head image of the RayCluster the job runs on: a
+    clusterSelector job (no rayClusterSpec) gets the selected cluster's, here the SDK's py312 image."""
+    from codeflare_sdk.common.utils.constants import CUDA_PY312_RUNTIME_IMAGE
+
+    kueue, ctl = box
+    ns = "default"  # not kueue-managed: there RHOAI's webhooks refuse a clusterSelector job either way
+    rc = raycluster("existing", workers=0, cpu="1", memory="1Gi", queue=None)
+    rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] = CUDA_PY312_RUNTIME_IMAGE
+    ctl.store.create(ctl.rc_t, {**rc, "metadata": {**rc["metadata"], "namespace": ns}})
+    make_ready(ctl, "existing", ns)
+    body = rayjob("sel", queue=None, clusterSelector={"ray.io/cluster": "existing"}, shutdownAfterJobFinishes=False)
+    del body["spec"]["rayClusterSpec"]
+    body["metadata"]["namespace"] = ns
+    create(kueue, body)
+    settle(kueue, ctl)
+    assert ctl.store.get(ctl.rj_t, ns, "sel")["status"]["jobDeploymentStatus"] == "Running"
+    [pod] = [p for p in ctl.store.list(ctl.pod_t, ns)[0] if p["metadata"]["labels"].get("job-name") == "sel"]
+    assert [c["image"] for c in pod["spec"]["containers"]] == [CUDA_PY312_RUNTIME_IMAGE]
