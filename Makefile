@@ -13,8 +13,6 @@ $(STAMP): pyproject.toml sandbox/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt -e ./sandbox -e '.[test]'
-	# the sandbox's Python 3.12 Ray image (RHOAI's py312 images), where this machine has a python3.12
-	$(BIN)/python -c "from kfp_ray_sandbox import rayimage; rayimage.foreign_python('3.12')"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -26,6 +26,7 @@ instead (the sandbox's own, logged; docs/sandbox.md), never half of one.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import hashlib
@@ -259,7 +260,7 @@ def foreign_python(minor: str) -> str | None:
     h.update(IMAGEHOOKS.read_bytes())
     root = Path(sys.prefix) / ".kfp-ray-sandbox-image" / f"py{minor.replace('.', '')}-{h.hexdigest()[:16]}"
     py = root / "bin" / "python"
-    with _BUILDING:
+    with _BUILDING, _machine_lock(root):  # xdist workers wait for one build rather than race two
         if not py.exists():
             try:
                 _build_foreign(interp, pins, root)
@@ -268,6 +269,20 @@ def foreign_python(minor: str) -> str | None:
                             "Python %s image", minor, exc, minor, own_minor())
                 return None
     return str(py)
+
+
+@contextlib.contextmanager
+def _machine_lock(root: Path):
+    """An exclusive lock beside `root`, across processes; the kernel drops it if its holder dies."""
+    import fcntl
+
+    root.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(f"{root}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _build_foreign(interp: str, pins: list[str], root: Path) -> None:
