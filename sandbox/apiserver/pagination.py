@@ -86,6 +86,8 @@ def page(rt, store, namespace, match, query, limit: int, token: str, selectors: 
             err.list_meta = {"continue": encode(start, -1)}
             raise err
         raise ApiError(410, "Expired", _EXPIRED)
+    # etcd orders by the whole key ("a-b/x" before "a/x"), not by (namespace, name)
+    objects.sort(key=lambda o: key_of(rt, o, namespace))
     rest = [o for o in objects if key_of(rt, o, namespace) >= start and match(o)]
     items = rest[:limit] if limit > 0 else rest
     meta = {"resourceVersion": str(at)}
