@@ -116,7 +116,7 @@ class Store:
 
     def list(self, rt, namespace=None, match=None) -> tuple[list[dict], str]:
         with self.lock:
-            items = [copy.deepcopy(o) for (ns, _), o in sorted(self._bucket(rt).items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
+            items = [copy.deepcopy(o) for (ns, _), o in sorted(self._bucket(rt).items(), key=_etcd_order)
                      if (namespace is None or ns == namespace) and (match is None or match(o))]
             return items, str(self.rv)
 
@@ -139,7 +139,7 @@ class Store:
                         objects.pop(ident, None)
                     else:
                         objects[ident] = ev.prev
-            return [copy.deepcopy(o) for (ns, name), o in sorted(objects.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
+            return [copy.deepcopy(o) for (ns, name), o in sorted(objects.items(), key=_etcd_order)
                     if namespace is None or ns == namespace]
 
     # --- writes ----------------------------------------------------------------
@@ -483,6 +483,12 @@ def gc_finalizers(finalizers: list[str], propagation: str | None) -> list[str]:
     kept = [f for f in finalizers if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER)]
     new = kept + ([ORPHAN_FINALIZER] if orphan else []) + ([FOREGROUND_FINALIZER] if foreground else [])
     return finalizers if sorted(new) == sorted(finalizers) else new
+
+
+def _etcd_order(item) -> str:
+    """etcd's order of keys: /registry/<resource>/[<namespace>/]<name>, compared as strings."""
+    (ns, name), _ = item
+    return f"{ns}/{name}" if ns is not None else name
 
 
 def _drop_owner(obj: dict, uid: str) -> None:

@@ -181,6 +181,17 @@ def test_list_pages_are_one_consistent_snapshot(admin):
     sel = v1.list_namespaced_config_map(ns, limit=1, label_selector="paged=yes")
     assert sel.metadata._continue and sel.metadata.remaining_item_count is None
     assert len(v1.list_namespaced_config_map(ns, limit=1, resource_version="0").items) == len(everything)
+    # Across namespaces, pages follow the keys' order, as does the whole list.
+    every = [(c.metadata.namespace, c.metadata.name) for c in v1.list_config_map_for_all_namespaces().items]
+    paged, token = [], None
+    while True:
+        page = v1.list_config_map_for_all_namespaces(limit=3, _continue=token) if token else \
+            v1.list_config_map_for_all_namespaces(limit=3)
+        paged += [(c.metadata.namespace, c.metadata.name) for c in page.items]
+        token = page.metadata._continue
+        if not token:
+            break
+    assert paged == every and every == sorted(every, key=lambda k: f"{k[0]}/{k[1]}")
 
 
 def test_list_continue_tokens_refused_as_real(admin):
