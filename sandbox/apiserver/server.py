@@ -530,6 +530,7 @@ class _Call:
             self.api.admit("UPDATE", rt, obj, old)
         writes.require_resource_version(rt, name, obj)
         if sub != "status":
+            writes.refuse_stale(rt, name, obj, old)  # the storage's check comes before validation
             writes.refuse_new_finalizers(rt, old, obj)
         self._send(200, self.api.store.update(rt, obj, subresource=sub, dry_run=dry), headers=_warning_headers(warnings))
 
@@ -582,6 +583,8 @@ class _Call:
             warnings = self.api.check_object(rt, new, name, query, self._dups, is_patch=True)
             if sub != "status":
                 self.api.admit("UPDATE", rt, new, current)
+                if isinstance(body, dict) and (body.get("metadata") or {}).get("resourceVersion"):
+                    writes.refuse_stale(rt, name, new, current)
                 writes.refuse_new_finalizers(rt, current, new)
             # A patch is applied to the latest version: no resourceVersion precondition
             # unless the patch itself carries one.

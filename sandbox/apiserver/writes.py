@@ -70,6 +70,13 @@ def reset_status_on_create(rt, obj: dict) -> None:
         obj.pop("status", None)
 
 
+def refuse_stale(rt, name: str, new: dict, current: dict) -> None:
+    """GuaranteedUpdate's optimistic lock: a resourceVersion other than the stored one is 409."""
+    given = (new.get("metadata") or {}).get("resourceVersion")
+    if given and given != current["metadata"].get("resourceVersion"):
+        raise errors.conflict(rt, name)
+
+
 def refuse_new_finalizers(rt, old: dict, new: dict) -> None:
     """ValidateObjectMetaUpdate: an object being deleted takes no new finalizers."""
     if not old["metadata"].get("deletionTimestamp"):

@@ -301,3 +301,14 @@ def test_malformed_integer_query_is_bad_request(admin, query, value):
     assert (code, st["reason"]) == (400, "BadRequest")
     code, st = raw(admin, "DELETE", f"/api/v1/namespaces/{NS}/configmaps/nothing", query=[("gracePeriodSeconds", "x")])
     assert (code, st["message"]) == (400, 'strconv.ParseInt: parsing "x": invalid syntax')
+
+
+def test_a_stale_update_is_a_conflict_before_finalizers_are_validated(admin):
+    v1 = client.CoreV1Api(admin)
+    v1.create_namespaced_config_map(PLAIN, {"metadata": {"name": "stale", "finalizers": ["example.com/a"]}})
+    stale = v1.read_namespaced_config_map("stale", PLAIN)
+    v1.delete_namespaced_config_map("stale", PLAIN)
+    stale.metadata.finalizers.append("example.com/b")
+    code, st = _refused(v1.replace_namespaced_config_map, "stale", PLAIN, stale)
+    assert (code, st["reason"]) == (409, "Conflict")
+    v1.patch_namespaced_config_map("stale", PLAIN, {"metadata": {"finalizers": None}})
