@@ -11,8 +11,9 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client import ApiException
 
+from kfp_ray_sandbox.apiserver.store import Store
 from tests.helpers import eventually, raycluster
-from tests.unit.apiserver_kit import NS, raw, status_of
+from tests.unit.apiserver_kit import NS, api_client, raw, start_api, status_of
 
 PLAIN = "plain"
 
@@ -208,27 +209,26 @@ def test_list_continue_tokens_refused_as_real(admin):
                              "resourceVersion (version meta.k8s.io/v1)")
 
 
-def test_list_continue_past_the_kept_history_is_expired(api, admin):
-    v1 = client.CoreV1Api(admin)
-    token = v1.list_namespaced_config_map(NS, limit=1).metadata._continue
-    store = api.store
-    with store.lock:  # the history the apiserver keeps moves on (etcd compaction)
-        saved = store.events
-        store.events = type(saved)([], maxlen=1)
-        v1_rt = api.registry.get("", "configmaps")
-        for name in ("compacted-1", "compacted-2"):
-            store.create(v1_rt, {"metadata": {"name": name, "namespace": NS}})
+def test_list_continue_past_the_kept_history_is_expired(tmp_path):
+    """A server that keeps a short history (as etcd compacts): the first page's revision is gone."""
+    short = start_api(tmp_path, Store(history=4))
     try:
+        v1 = client.CoreV1Api(api_client(short, short.auth.admin))
+        for i in range(2):
+            v1.create_namespaced_config_map(NS, {"metadata": {"name": f"kept-{i}"}})
+        token = v1.list_namespaced_config_map(NS, limit=1).metadata._continue
+        assert token
+        for i in range(5):
+            v1.create_namespaced_config_map(NS, {"metadata": {"name": f"compacted-{i}"}})
         code, st = _refused(v1.list_namespaced_config_map, NS, limit=1, _continue=token)
+        assert (code, st["reason"]) == (410, "Expired")
+        assert st["message"].startswith("The provided continue parameter is too old to display a consistent list "
+                                        "result. You can start a new list without the continue parameter, or use the "
+                                        "continue token in this response")
+        page = v1.list_namespaced_config_map(NS, limit=1, _continue=st["metadata"]["continue"])
+        assert page.metadata.resource_version == str(short.store.rv)  # inconsistent: at the latest revision
     finally:
-        with store.lock:
-            saved.extend(store.events)
-            store.events = saved
-    assert (code, st["reason"]) == (410, "Expired")
-    assert st["message"].startswith("The provided continue parameter is too old to display a consistent list result.")
-    fresh = st["metadata"]["continue"]
-    page = v1.list_namespaced_config_map(NS, limit=1, _continue=fresh)  # inconsistent, at the latest revision
-    assert page.metadata.resource_version == str(store.rv)
+        short.stop()
 
 
 # --- 6. deletion propagation --------------------------------------------------------------
