@@ -197,7 +197,10 @@ def test_list_pages_are_one_consistent_snapshot(admin):
 
 def test_list_continue_tokens_refused_as_real(admin):
     v1 = client.CoreV1Api(admin)
+    for i in range(2):
+        v1.create_namespaced_config_map(NS, {"metadata": {"name": f"token-{i}"}})
     token = v1.list_namespaced_config_map(NS, limit=1).metadata._continue
+    assert token
     code, st = _refused(v1.list_namespaced_config_map, NS, limit=1, _continue="garbage!!")
     assert (code, st["reason"]) == (400, "BadRequest")
     assert st["message"].startswith("invalid continue token: continue key is not valid")
