@@ -315,3 +315,16 @@ def test_a_stale_update_is_a_conflict_before_finalizers_are_validated(admin):
     code, st = _refused(v1.replace_namespaced_config_map, "stale", PLAIN, stale)
     assert (code, st["reason"]) == (409, "Conflict")
     v1.patch_namespaced_config_map("stale", PLAIN, {"metadata": {"finalizers": None}})
+
+
+def test_route_status_reset_on_create_and_update_needs_resource_version(admin):
+    """openshift-apiserver's routeStrategy: PrepareForCreate resets status, AllowUnconditionalUpdate is false."""
+    co = client.CustomObjectsApi(admin)
+    route = {"apiVersion": "route.openshift.io/v1", "kind": "Route", "metadata": {"name": "r1"},
+             "spec": {"to": {"kind": "Service", "name": "svc"}}, "status": {"ingress": [{"host": "x.example.com"}]}}
+    made = co.create_namespaced_custom_object("route.openshift.io", "v1", PLAIN, "routes", route)
+    assert not made.get("status")
+    del made["metadata"]["resourceVersion"]
+    code, st = _refused(co.replace_namespaced_custom_object, "route.openshift.io", "v1", PLAIN, "routes", "r1", made)
+    assert (code, st["message"]) == (422, 'routes.route.openshift.io "r1" is invalid: metadata.resourceVersion: '
+                                          "Invalid value: 0x0: must be specified for an update")
