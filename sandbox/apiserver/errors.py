@@ -43,6 +43,10 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if getattr(self, "list_meta", None):  # e.g. the inconsistent continue token of a 410
+            body["metadata"] = dict(self.list_meta)
+        if not self.reason:  # StatusReasonUnknown is "", which Status omits
+            del body["reason"]
         if self.details:
             body["details"] = self.details
         return body
@@ -80,15 +84,19 @@ def conflict(rt, name: str) -> ApiError:
         {"name": name, "group": rt.group, "kind": rt.plural})
 
 
-def invalid(rt, name: str, causes: list[tuple[str, str]]) -> ApiError:
-    """422 with one cause per (field, message), e.g. ("spec.replicas", "Invalid value: ...")."""
-    group_kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+def invalid(rt, name: str, causes: list[tuple[str, str]], reason: str = "FieldValueInvalid",
+            kind: str | None = None) -> ApiError:
+    """422 with one cause per (field, message), e.g. ("spec.replicas", "Invalid value: ...").
+    kind: what the GroupKind names (the Kind, or the plural where the registry store passes the
+    resource, as its update path does)."""
+    kind = kind or rt.kind
+    group_kind = f"{kind}.{rt.group}" if rt.group else kind
     parts = [f"{field}: {msg}" for field, msg in causes]
     joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
     return ApiError(
         422, "Invalid", f'{group_kind} "{name}" is invalid: {joined}',
-        {"name": name, "group": rt.group, "kind": rt.kind,
-         "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes]})
+        {"name": name, "group": rt.group, "kind": kind,
+         "causes": [{"reason": reason, "message": m, "field": f} for f, m in causes]})
 
 
 def bad_request(message: str) -> ApiError:

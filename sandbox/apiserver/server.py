@@ -10,6 +10,7 @@ provided by the simulators.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
@@ -21,7 +22,7 @@ from urllib.parse import parse_qs
 import yaml
 from werkzeug.datastructures import EnvironHeaders
 
-from . import defaults, errors, openapi, patch, protobuf, reviews, scc, schema, tables
+from . import defaults, errors, openapi, pagination, patch, protobuf, reviews, scc, schema, tables, writes
 from .errors import ApiError
 from .http import HttpServer, reset_connection
 from .policy import StoredPolicy
@@ -390,11 +391,17 @@ class _Call:
         return tables.partial(rt, objects, list_meta, form[1])
 
     def _list(self, rt, namespace, name, sub, query, who):
-        items, rv = self.api.store.list(rt, namespace, self._matchers(query))
-        limit = int((query.get("limit") or ["0"])[0] or 0)
-        meta = {"resourceVersion": rv}
-        if limit and len(items) > limit:
-            items = items[:limit]
+        limit = writes.query_int(query, "limit") or 0
+        writes.query_int(query, "timeoutSeconds")
+        token = (query.get("continue") or [""])[0]
+        match = self._matchers(query)
+        rv_param = (query.get("resourceVersion") or [""])[0]
+        if token or (limit > 0 and rv_param != "0"):  # paged: read from "etcd" at one revision
+            selectors = bool((query.get("labelSelector") or [""])[0] or (query.get("fieldSelector") or [""])[0])
+            items, meta = pagination.page(rt, self.api.store, namespace, match, query, limit, token, selectors)
+        else:  # whole, from the watch cache (a limit with resourceVersion=0 is ignored there)
+            items, rv = self.api.store.list(rt, namespace, match)
+            meta = {"resourceVersion": rv}
         self._send(200, self._as_asked(rt, items, meta, query) or {**self._list_kind(rt), "metadata": meta, "items": items})
 
     def _watch(self, rt, namespace, name, sub, query, who):
@@ -403,7 +410,8 @@ class _Call:
         410 Expired ERROR event for a resourceVersion older than the history kept."""
         _check_watch_options(query)
         match = self._matchers(query)
-        timeout = float((query.get("timeoutSeconds") or ["1800"])[0])
+        writes.query_int(query, "limit")
+        timeout = float(writes.query_int(query, "timeoutSeconds") or 1800)
         since = (query.get("resourceVersion") or [""])[0]
         bookmarks = _flag(query, "allowWatchBookmarks")
         store, stopping = self.api.store, self.api.http.stopping
@@ -446,8 +454,9 @@ class _Call:
                 current = store.rv
                 for ev in store.events_since(last, rt.key, namespace):
                     current = max(current, ev.rv)
-                    if match(ev.obj):
-                        yield line(ev.type, ev.obj)
+                    seen = _as_filtered(ev, match)
+                    if seen is not None:
+                        yield line(*seen)
                 # Every change up to `current` was seen (other kinds' too): never spin on them.
                 last = max(last, current)
                 if next_bookmark is not None and time.monotonic() >= next_bookmark:
@@ -477,6 +486,9 @@ class _Call:
         self.api.require_namespace(rt, namespace)
         warnings = self.api.check_object(rt, obj, meta.get("name") or "", query, self._dups)
         self.api.admit("CREATE", rt, obj, None)
+        writes.reset_status_on_create(rt, obj)
+        if not dry:
+            writes.refuse_resource_version_on_create(obj)
         _managed(obj, (query.get("fieldManager") or ["python-kubernetes"])[0], "Update", rt.api_version)
         requester = scc.REQUESTER.set(who)  # SCC admission judges the requesting user too
         try:
@@ -523,6 +535,10 @@ class _Call:
         warnings = self.api.check_object(rt, obj, name, query, self._dups)
         if sub != "status":
             self.api.admit("UPDATE", rt, obj, old)
+        writes.require_resource_version(rt, name, obj)
+        if sub != "status":
+            writes.refuse_stale(rt, name, obj, old)  # the storage's check comes before validation
+            writes.refuse_new_finalizers(rt, old, obj)
         self._send(200, self.api.store.update(rt, obj, subresource=sub, dry_run=dry), headers=_warning_headers(warnings))
 
     def _patch(self, rt, namespace, name, sub, query, who):
@@ -548,6 +564,7 @@ class _Call:
                     self.api.require_namespace(rt, namespace)
                     warnings = self.api.check_object(rt, body, name, query, is_patch=True)
                     self.api.admit("CREATE", rt, body, None)
+                    writes.reset_status_on_create(rt, body)
                     _managed(body, manager, "Apply", rt.api_version)
                     self._send(201, store.create(rt, body, dry_run=dry), headers=_warning_headers(warnings))
                     return
@@ -573,6 +590,9 @@ class _Call:
             warnings = self.api.check_object(rt, new, name, query, self._dups, is_patch=True)
             if sub != "status":
                 self.api.admit("UPDATE", rt, new, current)
+                if isinstance(body, dict) and (body.get("metadata") or {}).get("resourceVersion"):
+                    writes.refuse_stale(rt, name, new, current)
+                writes.refuse_new_finalizers(rt, current, new)
             # A patch is applied to the latest version: no resourceVersion precondition
             # unless the patch itself carries one.
             if not (isinstance(body, dict) and (body.get("metadata") or {}).get("resourceVersion")):
@@ -581,9 +601,11 @@ class _Call:
 
     def _delete(self, rt, namespace, name, sub, query, who):
         options = self._delete_options()
-        obj = self.api.store.delete(rt, namespace, name, grace_period_seconds=_grace(query, options),
-                                    preconditions=options.get("preconditions") or None,
-                                    dry_run=_dry_run(query, "DeleteOptions", options))
+        grace, dry = _grace(query, options), _dry_run(query, "DeleteOptions", options)
+        policy = writes.propagation_policy(query, options)
+        obj = self.api.store.delete(rt, namespace, name, grace_period_seconds=grace,
+                                    preconditions=options.get("preconditions") or None, dry_run=dry,
+                                    propagation=policy)
         # Still there (finalizers pending): the object; gone: as the type's registry answers.
         if rt.group or rt.plural in ("pods", "services", "namespaces") or obj["metadata"].get("deletionTimestamp"):
             self._send(200, obj)
@@ -594,11 +616,12 @@ class _Call:
     def _deletecollection(self, rt, namespace, name, sub, query, who):
         options = self._delete_options()
         dry, grace = _dry_run(query, "DeleteOptions", options), _grace(query, options)
+        policy = writes.propagation_policy(query, options)
         items, _ = self.api.store.list(rt, namespace, self._matchers(query))
         for obj in items:
             try:
                 self.api.store.delete(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"],
-                                      grace_period_seconds=grace, dry_run=dry)
+                                      grace_period_seconds=grace, dry_run=dry, propagation=policy)
             except ApiError:
                 pass
         self._send(200, {**self._list_kind(rt), "metadata": {}, "items": items})
@@ -615,13 +638,12 @@ class _Call:
 
 def _grace(query: dict, options: dict) -> int | None:
     """gracePeriodSeconds from the query or the DeleteOptions body (the body wins, as in kube)."""
-    value = options.get("gracePeriodSeconds", (query.get("gracePeriodSeconds") or [None])[0])
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise errors.bad_request(f"invalid gracePeriodSeconds: {value!r}") from None
+    if "gracePeriodSeconds" in options:
+        value = options["gracePeriodSeconds"]
+        if value is None or isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise errors.bad_request(f"invalid gracePeriodSeconds: {value!r}")
+    return writes.query_int(query, "gracePeriodSeconds")
 
 
 BOOKMARK_EVERY_S = 60.0  # the cacher's bookmarkFrequency
@@ -636,6 +658,23 @@ def _next_bookmark(now: float, deadline: float) -> float | None:
     """cacheWatcher.nextBookmarkTime: every minute, and 2 s before the watch times out."""
     due = min(now + BOOKMARK_EVERY_S, deadline - 2.0)
     return due if due >= now else None
+
+
+def _as_filtered(ev, match) -> tuple[str, dict] | None:
+    """cacheWatcher.convertToWatchEvent (storage/cacher/cache_watcher.go, v1.31): a watcher with
+    selectors sees an object that starts matching as ADDED, and one that stops matching (or
+    is deleted while matching) as DELETED with its previous content at the event's version."""
+    now = ev.type != "DELETED" and match(ev.obj)
+    before = ev.prev is not None and match(ev.prev)
+    if now:
+        return ("MODIFIED" if before else "ADDED"), ev.obj
+    if not before:
+        return None
+    if ev.type == "DELETED":
+        return "DELETED", ev.obj
+    gone = copy.deepcopy(ev.prev)
+    gone["metadata"]["resourceVersion"] = ev.obj["metadata"]["resourceVersion"]
+    return "DELETED", gone
 
 
 def _check_watch_options(query: dict) -> None:

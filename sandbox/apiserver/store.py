@@ -47,10 +47,13 @@ def random_suffix(n: int = 5) -> str:
 
 
 class Event:
-    __slots__ = ("rv", "type", "key", "namespace", "obj")
+    """One change: the object after it, and `prev`, the object as it was before (None for
+    ADDED), which the watch cache filters on and a LIST at an older revision rolls back to."""
 
-    def __init__(self, rv, type_, key, namespace, obj):
-        self.rv, self.type, self.key, self.namespace, self.obj = rv, type_, key, namespace, obj
+    __slots__ = ("rv", "type", "key", "namespace", "obj", "prev")
+
+    def __init__(self, rv, type_, key, namespace, obj, prev=None):
+        self.rv, self.type, self.key, self.namespace, self.obj, self.prev = rv, type_, key, namespace, obj, prev
 
 
 class Store:
@@ -60,6 +63,7 @@ class Store:
         self.rv = 0
         self._objects: dict[tuple, dict[tuple, dict]] = {}
         self.events: deque[Event] = deque(maxlen=history)
+        self._latest: dict[tuple, dict] = {}  # (type key, ident) -> its last event's object
         self.types: dict[tuple, object] = {}
         # Built-in admission on create, for every writer: `admission` runs before the name is
         # generated (mutating plugins: NamespaceLifecycle, ServiceAccount), `validation` after
@@ -81,7 +85,14 @@ class Store:
     def _record(self, type_, rt, obj):
         if self._dry:
             return
-        self.events.append(Event(self.rv, type_, rt.key, obj["metadata"].get("namespace"), copy.deepcopy(obj)))
+        meta = obj["metadata"]
+        slot = (rt.key, self._ident(rt, meta.get("namespace"), meta["name"]))
+        after = copy.deepcopy(obj)
+        prev = self._latest.pop(slot, None) if type_ == "DELETED" else self._latest.get(slot)
+        if type_ != "DELETED":
+            self._latest[slot] = after
+        self.events.append(Event(self.rv, type_, rt.key, meta.get("namespace"), after,
+                                 None if type_ == "ADDED" else prev))
         self.changed.notify_all()
 
     def _bump(self, obj):
@@ -105,9 +116,31 @@ class Store:
 
     def list(self, rt, namespace=None, match=None) -> tuple[list[dict], str]:
         with self.lock:
-            items = [copy.deepcopy(o) for (ns, _), o in sorted(self._bucket(rt).items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
+            items = [copy.deepcopy(o) for (ns, _), o in sorted(self._bucket(rt).items(), key=_etcd_order)
                      if (namespace is None or ns == namespace) and (match is None or match(o))]
             return items, str(self.rv)
+
+    def list_at(self, rt, rv: int, namespace=None) -> list[dict] | None:
+        """The objects of a type as they were at revision `rv` (etcd's read at a revision),
+        sorted by key; None when the history kept no longer reaches back to it (compacted)."""
+        with self.lock:
+            objects = dict(self._bucket(rt))
+            if rv < self.rv:
+                events = self.events
+                if events and events.maxlen is not None and len(events) >= events.maxlen and events[0].rv > rv + 1:
+                    return None
+                for ev in reversed(events):
+                    if ev.rv <= rv:
+                        break
+                    if ev.key != rt.key:
+                        continue
+                    ident = self._ident(rt, ev.namespace, ev.obj["metadata"]["name"])
+                    if ev.type == "ADDED" or ev.prev is None:
+                        objects.pop(ident, None)
+                    else:
+                        objects[ident] = ev.prev
+            return [copy.deepcopy(o) for (ns, name), o in sorted(objects.items(), key=_etcd_order)
+                    if namespace is None or ns == namespace]
 
     # --- writes ----------------------------------------------------------------
     def check_create(self, rt, obj: dict) -> dict:
@@ -206,12 +239,13 @@ class Store:
             return self.update(rt, current, subresource=subresource, check_rv=False)
 
     def delete(self, rt, namespace, name, grace_period_seconds: int | None = None,
-               preconditions: dict | None = None, dry_run: bool = False) -> dict:
+               preconditions: dict | None = None, dry_run: bool = False, propagation: str | None = None) -> dict:
         """DELETE as kube-apiserver does it: a pod is gracefully deleted (deletionTimestamp =
         now + grace, deletionGracePeriodSeconds; the kubelet finishes it with grace 0); a
         namespace turns Terminating; an object with finalizers gets a deletionTimestamp and
         stays until they are removed; anything else goes at once. Returns the object.
-        dry_run: the same answer, nothing changed."""
+        dry_run: the same answer, nothing changed. propagation: DeleteOptions.propagationPolicy
+        (Orphan, Foreground, Background; None: the object's GC finalizers, else Background)."""
         with self.lock:
             bucket = self._bucket(rt)
             ident = self._ident(rt, namespace, name)
@@ -223,16 +257,30 @@ class Store:
                 self._dry = True
                 current = copy.deepcopy(current)
             try:
-                return self._delete(rt, ident, current, grace_period_seconds)
+                answer = self._delete(rt, ident, current, grace_period_seconds, propagation)
             finally:
                 self._dry = False
+            if not dry_run:
+                self._collect_deleting(rt, ident)
+            return answer
 
-    def _delete(self, rt, ident, current: dict, grace: int | None) -> dict:
+    def _delete(self, rt, ident, current: dict, grace: int | None, propagation: str | None = None) -> dict:
         meta = current["metadata"]
         if rt.key == NAMESPACES:
             return self._delete_namespace(rt, ident, current)
         if grace is not None and grace < 0:  # negative means 1 s on the delete path
             grace = 1
+        pending = (rt.key == PODS and meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds")
+                   and (grace is None or grace >= meta["deletionGracePeriodSeconds"]))
+        finalizers = gc_finalizers(meta.get("finalizers") or [], propagation)
+        if not pending and finalizers != (meta.get("finalizers") or []):
+            # deletionFinalizersForGarbageCollection: the GC's finalizers follow the policy
+            # (not while a graceful deletion is pending).
+            meta["finalizers"] = finalizers
+            if not finalizers:
+                meta.pop("finalizers")
+            if meta.get("deletionTimestamp") and not meta.get("deletionGracePeriodSeconds") and finalizers:
+                return self._finalizing(rt, current)
         if rt.key == PODS:
             done = self._delete_pod_gracefully(rt, current, grace)
             if done is not None:
@@ -338,17 +386,71 @@ class Store:
         return self._remove(rt, ident, current)
 
     def _collect(self, owner: dict) -> None:
-        """Background garbage collection: delete objects owned by a deleted one."""
+        """The garbage collector once an owner is gone: its dependents without another live
+        owner are deleted (Background, or as their own GC finalizers say), and an owner in
+        foreground deletion that waited for this object is finished if nothing else blocks it."""
         uid = owner["metadata"]["uid"]
-        for key, bucket in list(self._objects.items()):
-            rt = self.types[key]
-            for (ns, name), obj in list(bucket.items()):
-                refs = obj["metadata"].get("ownerReferences") or []
-                if any(r.get("uid") == uid for r in refs):
-                    try:
-                        self.delete(rt, ns, name)
-                    except errors.ApiError:
-                        pass
+        for rt, ns, name, obj in self._dependents(uid):
+            others = [r.get("uid") for r in obj["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
+            if any(self._by_uid(o) is not None for o in others):
+                continue  # another owner is solid: it stays
+            try:
+                self.delete(rt, ns, name)
+            except errors.ApiError:
+                pass
+        for ref in owner["metadata"].get("ownerReferences") or []:
+            found = self._by_uid(ref.get("uid"))
+            if found is not None:
+                self._collect_deleting(found[0], self._ident(found[0], *found[1:3]))
+
+    def _dependents(self, uid: str) -> list[tuple]:
+        return [(self.types[key], ns, name, obj) for key, bucket in list(self._objects.items())
+                for (ns, name), obj in list(bucket.items())
+                if any(r.get("uid") == uid for r in obj["metadata"].get("ownerReferences") or [])]
+
+    def _by_uid(self, uid) -> tuple | None:
+        """(type, namespace, name, object) of the stored object with that uid."""
+        for key, bucket in self._objects.items():
+            for (ns, name), obj in bucket.items():
+                if obj["metadata"].get("uid") == uid:
+                    return self.types[key], ns, name, obj
+        return None
+
+    def _collect_deleting(self, rt, ident) -> None:
+        """The garbage collector's part for an owner being deleted with its GC finalizers
+        (kube-controller-manager v1.31 garbagecollector.go): `orphan` - every dependent loses
+        its ownerReference to it, then the finalizer goes; `foregroundDeletion` - dependents
+        that block owner deletion are deleted (in the foreground themselves when they own
+        others), and the finalizer goes once none of them is left."""
+        obj = self._bucket(rt).get(ident)
+        if obj is None or not obj["metadata"].get("deletionTimestamp"):
+            return
+        meta, uid = obj["metadata"], obj["metadata"]["uid"]
+        finalizers = meta.get("finalizers") or []
+        if ORPHAN_FINALIZER in finalizers:
+            for dep_rt, ns, name, _dep in self._dependents(uid):
+                self.mutate(dep_rt, ns, name, lambda o: _drop_owner(o, uid))
+            self._drop_finalizer(rt, ident, ORPHAN_FINALIZER)
+        elif FOREGROUND_FINALIZER in finalizers:
+            blocking = [(dep_rt, ns, name, dep) for dep_rt, ns, name, dep in self._dependents(uid)
+                        if any(r.get("uid") == uid and r.get("blockOwnerDeletion") for r in dep["metadata"]["ownerReferences"])]
+            for dep_rt, ns, name, dep in blocking:
+                if dep["metadata"].get("deletionTimestamp"):
+                    continue
+                owns = bool(self._dependents(dep["metadata"]["uid"]))
+                try:
+                    self.delete(dep_rt, ns, name, propagation="Foreground" if owns else None)
+                except errors.ApiError:
+                    pass
+            still = [d for d in blocking if self._bucket(d[0]).get(self._ident(d[0], d[1], d[2])) is not None]
+            if not still:
+                self._drop_finalizer(rt, ident, FOREGROUND_FINALIZER)
+
+    def _drop_finalizer(self, rt, ident, finalizer: str) -> None:
+        obj = self._bucket(rt).get(ident)
+        if obj is not None and finalizer in (obj["metadata"].get("finalizers") or []):
+            self.mutate(rt, ident[0], ident[1], lambda o: o["metadata"].__setitem__(
+                "finalizers", [f for f in o["metadata"]["finalizers"] if f != finalizer]))
 
     # --- watching --------------------------------------------------------------
     def wait_for_change(self, since_rv: int, timeout: float) -> int:
@@ -366,6 +468,35 @@ class Store:
         with self.lock:
             return [e for e in self.events if e.rv > rv and (key is None or e.key == key)
                     and (namespace is None or e.namespace == namespace)]
+
+
+ORPHAN_FINALIZER, FOREGROUND_FINALIZER = "orphan", "foregroundDeletion"
+
+
+def gc_finalizers(finalizers: list[str], propagation: str | None) -> list[str]:
+    """deletionFinalizersForGarbageCollection (registry/generic/registry/store.go, v1.31): an
+    explicit policy decides; without one the object's own GC finalizer stays; Background
+    (every type served here defaults to DeleteDependents) adds none."""
+    orphan = propagation == "Orphan" if propagation else ORPHAN_FINALIZER in finalizers
+    foreground = propagation == "Foreground" if propagation else (
+        FOREGROUND_FINALIZER in finalizers and not orphan)
+    kept = [f for f in finalizers if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER)]
+    new = kept + ([ORPHAN_FINALIZER] if orphan else []) + ([FOREGROUND_FINALIZER] if foreground else [])
+    return finalizers if sorted(new) == sorted(finalizers) else new
+
+
+def _etcd_order(item) -> str:
+    """etcd's order of keys: /registry/<resource>/[<namespace>/]<name>, compared as strings."""
+    (ns, name), _ = item
+    return f"{ns}/{name}" if ns is not None else name
+
+
+def _drop_owner(obj: dict, uid: str) -> None:
+    refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
+    if refs:
+        obj["metadata"]["ownerReferences"] = refs
+    else:
+        obj["metadata"].pop("ownerReferences", None)
 
 
 def _check_preconditions(rt, current: dict, pre: dict) -> None:

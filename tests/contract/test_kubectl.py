@@ -296,3 +296,41 @@ def test_pods_logs_and_wait_on_a_real_cluster(kubectl, ray_cluster):
         assert logs.strip(), "the head pod's log is empty"
     assert re.search(r"^Name:\s+shared-ray$", kubectl.ok("describe", "raycluster", "shared-ray"), re.M)
     assert "shared-ray" in kubectl.ok("get", "workloads")
+
+
+# --- write semantics (kube-apiserver v1.31) ---------------------------------------------
+def test_replace_of_a_custom_resource_sends_the_live_resource_version(kubectl, api, tmp_path):
+    """A PUT of a custom resource without resourceVersion is refused (tests/unit/test_apiserver_writes.py);
+    kubectl replace reads the live version first, so it goes through."""
+    manifest = tmp_path / "flavor.yaml"
+    manifest.write_text(yaml.safe_dump({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
+                                        "metadata": {"name": "kubectl-replace", "labels": {"team": "a"}}, "spec": {}}))
+    kubectl.ok("create", "-f", str(manifest))
+    try:
+        assert "resourceflavor.kueue.x-k8s.io/kubectl-replace replaced" in kubectl.ok("replace", "-f", str(manifest))
+    finally:
+        kubectl.ok("delete", "resourceflavor", "kubectl-replace", "--ignore-not-found")
+
+
+def test_chunked_get_and_cascading_deletes(kubectl, api):
+    v1 = client.CoreV1Api(api)
+    owner = v1.create_namespaced_config_map("sandbox", {"metadata": {"name": "kubectl-owner"}})
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "kubectl-owner", "uid": owner.metadata.uid,
+           "blockOwnerDeletion": True}
+    for name in ("kubectl-dep-1", "kubectl-dep-2"):
+        v1.create_namespaced_config_map("sandbox", {"metadata": {"name": name, "ownerReferences": [ref]}})
+    whole = kubectl.ok("get", "configmaps", "-n", "sandbox", "-o", "name").split()
+    assert kubectl.ok("get", "configmaps", "-n", "sandbox", "-o", "name", "--chunk-size=1").split() == whole
+
+    assert 'configmap "kubectl-owner" deleted' in kubectl.ok("delete", "configmap", "kubectl-owner", "-n", "sandbox",
+                                                             "--cascade=orphan")
+    deps = [v1.read_namespaced_config_map(n, "sandbox") for n in ("kubectl-dep-1", "kubectl-dep-2")]
+    assert all(not d.metadata.owner_references for d in deps)
+
+    owner = v1.create_namespaced_config_map("sandbox", {"metadata": {"name": "kubectl-owner"}})
+    v1.patch_namespaced_config_map("kubectl-dep-1", "sandbox", {"metadata": {"ownerReferences": [
+        {**ref, "uid": owner.metadata.uid}]}})
+    kubectl.ok("delete", "configmap", "kubectl-owner", "-n", "sandbox", "--cascade=foreground")
+    left = kubectl.ok("get", "configmaps", "-n", "sandbox", "-o", "name").split()
+    assert "configmap/kubectl-owner" not in left and "configmap/kubectl-dep-1" not in left
+    kubectl.ok("delete", "configmap", "kubectl-dep-2", "-n", "sandbox")
