@@ -19,6 +19,7 @@ from kfp_ray_sandbox.controllers import kubelet as kubelet_mod
 from kfp_ray_sandbox.controllers.codeflare import CERT_GENERATOR_IMAGE, OAUTH_PROXY_IMAGE, CodeFlareOperator
 from kfp_ray_sandbox.controllers.kubelet import Kubelet
 from kfp_ray_sandbox.controllers.kuberay import KubeRayController
+from kfp_ray_sandbox.controllers.node import NodeController
 from kfp_ray_sandbox.core import install_builtin_admission, wait_until
 from kfp_ray_sandbox.faults import Faults
 from kfp_ray_sandbox.network import Network
@@ -316,6 +317,7 @@ def node(env, monkeypatch, tmp_path):
         return n
 
     monkeypatch.setattr(kubelet_mod, "RayNode", factory)
+    NodeController(env.store, env.reg, env.faults, tmp_path).reconcile()  # the pool the scheduler places pods on
     kl = Kubelet(env.store, env.reg, env.net, env.faults, tmp_path)
     yield kl, made, ignore
     kl.shutdown()
