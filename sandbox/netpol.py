@@ -19,6 +19,8 @@ pod's: a process that does not bind its pod's address connects from 127.0.0.1 an
 
 from __future__ import annotations
 
+from .apiserver.selectors import selector_matches
+
 HEAD_PORTS = (10001, 8265)  # client, dashboard
 KUBERAY_NAMESPACES = ["redhat-ods-applications"]  # APPLICATION_NAMESPACE on RHOAI
 GATEWAY_NAMESPACE = "openshift-ingress"
@@ -68,20 +70,7 @@ def worker_policy(rc: dict) -> dict:
 
 def selects(selector: dict | None, labels: dict) -> bool:
     """metav1.LabelSelector semantics: an empty selector selects everything."""
-    selector = selector or {}
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for req in selector.get("matchExpressions") or []:
-        key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
+    return selector_matches(selector or {}, labels)
 
 
 def _ingress(policy: dict) -> bool:

@@ -101,7 +101,14 @@ def _build_python(site: Path, entries: list[str], root: Path) -> None:
         (tmp / "packages" / name).symlink_to(site / name)
     venv_site = next((tmp / "lib").glob("python*/site-packages"))
     (venv_site / "kfp_ray_sandbox_image.pth").write_text(f"{root / 'packages'}\n")
-    # each job's runtime_env pip requirements installed once per image, not per node (raypip.py);
+    _finish_image(tmp, root)
+    _into_place(tmp, root)
+
+
+def _finish_image(tmp: Path, root: Path) -> None:
+    """The sandbox's hooks in an image built at `tmp` that will live at `root`."""
+    venv_site = next((tmp / "lib").glob("python*/site-packages"))
+    # each job's runtime_env pip requirements installed once per image where the suite asks (raypip.py);
     # beside the image, not in it: Ray copies the image into every job's virtualenv
     shutil.copyfile(RAYPIP, venv_site / "kfp_ray_sandbox_raypip.py")
     (venv_site / "kfp_ray_sandbox_raypip.pth").write_text(
@@ -110,14 +117,13 @@ def _build_python(site: Path, entries: list[str], root: Path) -> None:
     shutil.copyfile(IMAGEHOOKS, venv_site / "kfp_ray_sandbox_imagehooks.py")
     (venv_site / "kfp_ray_sandbox_imagehooks.pth").write_text("import kfp_ray_sandbox_imagehooks; "
                                                             "kfp_ray_sandbox_imagehooks.install()\n")
-    # venv writes its own path into pyvenv.cfg and the bin/ scripts: make them name root
+    # venv (and pip) write their own path into pyvenv.cfg and the bin/ scripts: make them name root
     for f in [tmp / "pyvenv.cfg", *(tmp / "bin").iterdir()]:
         if f.is_file() and not f.is_symlink():
             try:
                 f.write_text(f.read_text().replace(str(tmp), str(root)))
             except UnicodeDecodeError:
                 continue
-    _into_place(tmp, root)
 
 
 def _aside(root: Path) -> Path:
@@ -294,19 +300,7 @@ def _build_foreign(interp: str, pins: list[str], root: Path) -> None:
         subprocess.run([str(tmp / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                         "-c", str(constraints), *FOREIGN_PACKAGES, "numpy"],
                        check=True, capture_output=True, timeout=1200)
-        venv_site = next((tmp / "lib").glob("python*/site-packages"))
-        shutil.copyfile(RAYPIP, venv_site / "kfp_ray_sandbox_raypip.py")
-        (venv_site / "kfp_ray_sandbox_raypip.pth").write_text(
-            f"import kfp_ray_sandbox_raypip; kfp_ray_sandbox_raypip.install({str(pip_envs(root))!r})\n")
-        shutil.copyfile(IMAGEHOOKS, venv_site / "kfp_ray_sandbox_imagehooks.py")
-        (venv_site / "kfp_ray_sandbox_imagehooks.pth").write_text("import kfp_ray_sandbox_imagehooks; "
-                                                                "kfp_ray_sandbox_imagehooks.install()\n")
-        for f in [tmp / "pyvenv.cfg", *(tmp / "bin").iterdir()]:  # venv and pip wrote tmp's path
-            if f.is_file() and not f.is_symlink():
-                try:
-                    f.write_text(f.read_text().replace(str(tmp), str(root)))
-                except UnicodeDecodeError:
-                    continue
+        _finish_image(tmp, root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -99,10 +99,16 @@ def page(rt, store, namespace, match, query, limit: int, token: str, selectors: 
 
 
 def _revision(value: str) -> int:
+    return parse_revision(value, f'invalid resource version: strconv.ParseUint: parsing "{value}": invalid syntax')
+
+
+def parse_revision(value: str, refusal: str) -> int:
+    """A resourceVersion as the storage layer parses it (a uint64); 400 `refusal` otherwise,
+    worded by the caller as the path that refuses it words it."""
     try:
         rv = int(value)
         if rv < 0:
             raise ValueError
         return rv
     except ValueError:
-        raise errors.bad_request(f'invalid resource version: strconv.ParseUint: parsing "{value}": invalid syntax') from None
+        raise errors.bad_request(refusal) from None

@@ -700,13 +700,7 @@ def _check_watch_options(query: dict) -> None:
 
 
 def _resource_version(value: str) -> int:
-    try:
-        rv = int(value)
-        if rv < 0:
-            raise ValueError
-        return rv
-    except ValueError:
-        raise errors.bad_request(f'invalid resource version "{value}"') from None
+    return pagination.parse_revision(value, f'invalid resource version "{value}"')
 
 
 def _too_old(store: Store, rv: int) -> ApiError | None:

@@ -78,6 +78,7 @@ from fractions import Fraction
 
 from .. import quantity
 from ..apiserver import errors
+from ..apiserver.selectors import selector_matches
 from ..platforms import platform as platform_profile
 from .base import Controller, owner_ref, record_event, set_condition
 from .kueue_jobs import (
@@ -89,7 +90,7 @@ from .kueue_jobs import (
     validate_rayjob,
     workload_name_for,
 )
-from .kueue_quota import assign_flavors, missing_flavors, pod_requests, resource_groups, selector_matches
+from .kueue_quota import assign_flavors, missing_flavors, pod_requests, resource_groups
 
 __all__ = ["KueueController", "pod_requests", "ray_pod_sets", "workload_name"]
 

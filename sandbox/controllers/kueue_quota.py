@@ -156,25 +156,3 @@ def _find_flavor(group, requests, pending, used, existing):
             if mode == FIT:
                 return best, []
     return best, reasons
-
-
-def selector_matches(selector: dict | None, labels: dict) -> bool:
-    """metav1.LabelSelectorAsSelector(selector).Matches(labels): nil matches nothing, {} everything."""
-    if selector is None:
-        return False
-    labels = labels or {}
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr["key"], expr["operator"], set(expr.get("values") or [])
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            return False
-    return True

@@ -7,9 +7,9 @@ import pytest
 
 from kfp_ray_sandbox.apiserver import errors
 from kfp_ray_sandbox.apiserver.resources import Registry
+from kfp_ray_sandbox.apiserver.selectors import selector_matches
 from kfp_ray_sandbox.apiserver.store import Store
 from kfp_ray_sandbox.controllers.kueue import FINALIZER, KueueController, pod_requests
-from kfp_ray_sandbox.controllers.kueue_quota import selector_matches
 from kfp_ray_sandbox.core import bootstrap_objects, local_queue_of
 from kfp_ray_sandbox.faults import PLATFORM_DEFAULTS, Faults
 from kfp_ray_sandbox.platforms import platform as platform_profile
