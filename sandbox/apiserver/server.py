@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 import yaml
 from werkzeug.datastructures import EnvironHeaders
 
-from . import defaults, errors, openapi, patch, protobuf, reviews, schema, tables
+from . import defaults, errors, openapi, patch, protobuf, reviews, schema, streams, tables
 from .errors import ApiError
 from .http import HttpServer, reset_connection
 from .policy import StoredPolicy
@@ -77,6 +77,8 @@ class ApiServer:
         self.admission: list[Admission] = [self.defaulter.admit]
         self.log_provider: Callable[[str, str, dict], str] | None = None
         self.control: Callable[[str, str, dict, Identity], tuple[int, object]] | None = None
+        # The kubelet, for pods/exec, portforward and logs -f (sandbox/apiserver/streams.py).
+        self.pod_runtime = None
         self.http = HttpServer(self, host, port, tls)
 
     @property
@@ -94,6 +96,8 @@ class ApiServer:
         """The WSGI entry point: one request, answered only after its audit line is written."""
         call = _Call(self, environ)
         call.dispatch()
+        if call.upgrade is not None:  # exec, port-forward: the session runs on this connection
+            call.upgrade(environ)  # ends raising streams.Upgraded: werkzeug writes nothing more
         code, headers, body = call.response
         start_response(f"{code} {_reason(code)}", headers)
         return body
@@ -163,6 +167,7 @@ class _Call:
         self._verb = self.method.lower()
         self._dups: list[str] = []  # duplicate JSON fields of the body (strict field validation)
         self.response: tuple[int, list, object] | None = None
+        self.upgrade: Callable[[dict], None] | None = None  # a streaming session, once authorized
 
     # --- plumbing --------------------------------------------------------------
     def _send(self, code: int, body, content_type: str = "application/json", headers: dict | None = None):
@@ -331,6 +336,9 @@ class _Call:
             raise errors.path_not_found()
         if namespace is not None and not rt.namespaced:
             raise errors.path_not_found()
+        if rt.key == ("", "pods") and name and sub in streams.SUBRESOURCES:
+            self._connect(method, rt, namespace, name, sub, query, who)
+            return self._verb
 
         verb = {"GET": "get" if name else "list", "POST": "create", "PUT": "update",
                 "PATCH": "patch", "DELETE": "delete" if name else "deletecollection"}[method]
@@ -361,7 +369,28 @@ class _Call:
         fm = field_matcher((query.get("fieldSelector") or [None])[0])
         return lambda o: lm(o["metadata"].get("labels") or {}) and fm(o)
 
+    def _connect(self, method, rt, namespace, name, sub, query, who):
+        """pods/exec, attach, portforward (streams.py): authorized, then upgraded."""
+        if method not in ("GET", "POST"):
+            raise errors.method_not_allowed()
+        self._verb = streams.verb(method)
+        allowed, _ = reviews.authorize(who, {"verb": self._verb, "group": "", "resource": "pods", "subresource": sub,
+                                             "name": name, "namespace": namespace}, self.api.policy)
+        if not allowed:
+            raise errors.forbidden(who.user, self._verb, rt, f"pods/{sub}", name, namespace)
+        pod = self.api.store.get(rt, namespace, name)
+        if self.api.pod_runtime is None:
+            raise errors.unavailable()
+        self.upgrade = streams.prepare(self.api.pod_runtime, sub, pod, query, self.headers)
+        self._code = 101
+
     def _get(self, rt, namespace, name, sub, query, who):
+        if sub == "log" and _flag(query, "follow") and self.api.pod_runtime is not None:
+            self.api.store.get(rt, namespace, name)
+            sock = self.environ.get("werkzeug.socket")
+            self._stream(self.api.pod_runtime.follow_log(namespace, name, {k: v[0] for k, v in query.items()},
+                                                         lambda: streams.client_left(sock)), "text/plain")
+            return
         if sub == "log":
             self.api.store.get(rt, namespace, name)
             text = self.api.log_provider(namespace, name, {k: v[0] for k, v in query.items()}) if self.api.log_provider else ""

