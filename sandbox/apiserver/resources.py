@@ -162,7 +162,9 @@ class Registry:
     """Lookup of served resource types by (group, version, plural)."""
 
     def __init__(self, openshift: bool = True, gateway_api: bool = False):
-        types = list(CORE) + list(crd_types()) + list(REVIEWS) + list(RBAC)
+        from .metrics import TYPES as METRICS  # metrics.k8s.io, served from the processes (metrics.py)
+
+        types = list(CORE) + list(crd_types()) + list(REVIEWS) + list(RBAC) + METRICS
         if gateway_api:  # RHOAI 3.x: no codeflare component, so no AppWrapper CRD (opendatahub-operator #2468)
             types = [t for t in types if t.group != "workload.codeflare.dev"]
         else:  # the Gateway API CRDs are served only where the profile has OpenShift install them

@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 import yaml
 from werkzeug.datastructures import EnvironHeaders
 
-from . import defaults, errors, openapi, patch, protobuf, reviews, schema, streams, tables
+from . import defaults, errors, metrics, openapi, patch, protobuf, reviews, schema, streams, tables
 from .errors import ApiError
 from .http import HttpServer, reset_connection
 from .policy import StoredPolicy
@@ -356,6 +356,9 @@ class _Call:
                                              "name": name or "", "namespace": namespace or ""}, self.api.policy)
         if not allowed:
             raise errors.forbidden(who.user, verb, rt, resource, name, namespace)
+        if rt.group == metrics.GROUP:
+            metrics.serve(self, rt, namespace, name, query)
+            return verb
         handler = getattr(self, f"_{verb}")
         handler(rt, namespace, name, sub, query, who)
         return verb

@@ -976,6 +976,7 @@ class Kubelet(Controller):
         containers = pod["spec"].get("containers") or [{}]
         if isinstance(node, RayNode) and container == containers[0].get("name"):
             gcs = f"{node.ip}:{node.ports['port']}" if node.head else node.gcs_address or ""
+            rayimage.with_ray_cli()  # the image's `ray` command on its PATH, as RHOAI's image has it
             env = ray_env({**node.env, NODE_ENV: str(node.temp_dir), "RAY_ADDRESS": gcs})
             return env, str(node.temp_dir)
         spec = next((c for c in containers if c.get("name") == container), None)

@@ -9,15 +9,17 @@ by a sleep. The Ray-backed tests share the module's one small RayCluster (`ray_c
 
 from __future__ import annotations
 
+import json
 import queue
+import re
 import threading
 
 import pytest
 from kubernetes import client
 from kubernetes.client import ApiException
-from kubernetes.stream import stream
+from kubernetes.stream import portforward, stream
 
-from tests.contract.test_kubectl import Kubectl, _binary, _finish
+from tests.contract.test_kubectl import RUNNER, Kubectl, _binary, _finish
 from tests.helpers import eventually
 
 NS = "sandbox"
@@ -164,3 +166,61 @@ def test_exec_through_the_python_client(sbx, core, gated_pod):
         stream(core.connect_get_namespaced_pod_exec, name, NS, command=["true"], container="nope",
                stderr=True, stdout=True)
     assert "Handshake status 400" in denied.value.reason  # the client words a refused upgrade so
+
+
+# --- metrics.k8s.io: kubectl top ---------------------------------------------------
+def test_top_pods_and_nodes_from_the_processes(kubectl, gated_pod):
+    name, _ = gated_pod
+    rows = {_columns(line)[0]: _columns(line) for line in kubectl.ok("top", "pods").splitlines()[1:]}
+    assert name in rows, rows
+    cpu, memory = rows[name][1:3]
+    assert re.fullmatch(r"\d+m", cpu) and re.fullmatch(r"\d+Mi", memory), rows[name]
+    node = kubectl.ok("top", "nodes").splitlines()
+    assert node[0].split()[:3] == ["NAME", "CPU(cores)", "CPU(%)"], node
+    assert node[1].split()[0] == "sandbox-node" and int(_columns(node[1])[3].rstrip("Mi")) > 0, node
+    # the DSPA's Role has no metrics.k8s.io
+    denied = kubectl("top", "pods", runner=True)
+    assert (f'pods.metrics.k8s.io is forbidden: User "{RUNNER}" cannot list resource "pods" in API group '
+            '"metrics.k8s.io" in the namespace "sandbox"') in denied.stderr, denied.stderr
+    missing = kubectl("top", "pod", "no-such-pod")
+    assert 'pods.metrics.k8s.io "sandbox/no-such-pod" not found' in missing.stderr, missing.stderr
+
+
+def _columns(line: str) -> list[str]:
+    return re.split(r"\s{2,}", line.strip())
+
+
+# --- on a real Ray head -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def head(ray_cluster, box):
+    from kfp_ray_sandbox.client import SandboxClient
+    core = client.CoreV1Api(SandboxClient(box.info).api_client())
+    pods = core.list_namespaced_pod(NS, label_selector="ray.io/cluster=shared-ray,ray.io/node-type=head").items
+    assert pods, "shared-ray has no head pod"
+    return pods[0]
+
+
+def test_exec_ray_status_in_the_head_pod(kubectl, head):
+    out = kubectl.ok("exec", head.metadata.name, "--", "ray", "status", timeout=180)
+    assert "Node status" in out and re.search(r"\b2\.0 CPU\b|/2\.0 CPU", out), out
+
+
+def test_port_forward_through_the_python_client(core, head):
+    pf = portforward(core.connect_get_namespaced_pod_portforward, head.metadata.name, NS, ports="8265")
+    sock = pf.socket(8265)
+    try:
+        sock.setblocking(True)
+        sock.settimeout(60)
+        sock.sendall(b"GET /api/version HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        data = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        sock.close()
+    head_, _, body = data.partition(b"\r\n\r\n")
+    assert head_.startswith(b"HTTP/1.1 200"), data[:300]
+    assert json.loads(body)["ray_version"], body
+    assert pf.error(8265) is None
