@@ -12,6 +12,10 @@ python client use it:
   websocket.go, the python client's `portforward`): ports=P1,P2 in the query; channels 2i
   (data) and 2i+1 (error) for the i-th port, each opened by a message of its port number
   (2 bytes, little endian); one connection per WebSocket.
+- port-forward as kubectl 1.37 does it: SPDY/3.1 tunneled through a WebSocket (spdy.py):
+  per connection, an error stream and a data stream with headers streamType, port and
+  requestID (the kubelet's cri/streaming/portforward/httpstream.go pairs them); the data
+  stream carries the bytes, the error stream the kubelet's error text, then both end (FIN).
 - Authorization (v1.31, before the AuthorizePodWebsocketUpgradeCreatePermission gate of
   v1.35): a WebSocket GET needs `get` on the subresource, a POST (SPDY) `create`.
 The sandbox does not speak SPDY: a SPDY upgrade is answered 400 (docs/sandbox.md).
@@ -27,12 +31,13 @@ import socket
 import subprocess
 import threading
 
-from . import errors
+from . import errors, spdy
 from .websocket import WebSocket, offered_protocols, requested
 
 SUBRESOURCES = ("exec", "attach", "portforward")
 EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 PORTFORWARD_PROTOCOLS = ("v4.channel.k8s.io", "channel.k8s.io", "")
+TUNNELED_SPDY = "SPDY/3.1+portforward.k8s.io"  # client-go tools/portforward, tunneling dialer
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 NON_ZERO_EXIT_CODE = "NonZeroExitCode"  # remotecommand.NonZeroExitCodeReason
 EXIT_CODE_CAUSE = "ExitCode"  # remotecommand.ExitCodeCauseType
@@ -101,6 +106,8 @@ def prepare(kubelet, sub: str, pod: dict, query: dict, headers):
         raise errors.bad_request("Upgrade request required")
     offered = offered_protocols(headers)
     if sub == "portforward":
+        if TUNNELED_SPDY in offered:  # kubectl port-forward: SPDY through the WebSocket
+            return lambda environ: SpdyPortForward(WebSocket(environ, TUNNELED_SPDY), kubelet, pod).run()
         ports = _ports(query)
         protocol = next((p for p in PORTFORWARD_PROTOCOLS if p in offered or (p == "" and not offered)), None)
         if protocol is None:
@@ -338,3 +345,125 @@ def _refused(pod: dict, port: int) -> str:
     return (f"error forwarding port {port} to pod {uid}, uid : failed to execute portforward in network namespace "
             f'"/var/run/netns/{uid}": failed to connect to localhost:{port} inside namespace "{uid}", IPv4: dial tcp4 '
             f"127.0.0.1:{port}: connect: connection refused IPv6 dial tcp6: address localhost: no suitable address ")
+
+
+class _Pair:
+    """One forwarded connection: its error and data streams and the pod-side socket."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.error_id = self.data_id = 0
+        self.conn: socket.socket | None = None
+        self.ended = False
+
+
+class SpdyPortForward:
+    """kubectl port-forward's session: SPDY streams in pairs, each pair one TCP connection to
+    the pod's port (the kubelet's pod_port), until either side ends it or the client leaves."""
+
+    def __init__(self, ws: WebSocket, kubelet, pod: dict):
+        self.ws, self.kubelet, self.pod = ws, kubelet, pod
+        self.reader, self.writer = spdy.Reader(), spdy.Writer()
+        self.lock = threading.Lock()  # the header compressor's context and the pairs
+        self.pairs: dict[str, _Pair] = {}  # requestID -> pair
+        self.by_stream: dict[int, _Pair] = {}
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except spdy.ProtocolError:
+            pass
+        finally:
+            with self.lock:
+                pairs = list(self.pairs.values())
+            for pair in pairs:
+                if pair.conn is not None:
+                    pair.conn.close()
+            self.ws.close()
+        raise Upgraded("port-forward session ended")
+
+    def _run(self) -> None:
+        while True:
+            message = self.ws.receive()
+            if message is None:
+                return
+            for frame in self.reader.feed(message):
+                if frame.type == spdy.SYN_STREAM:
+                    self._stream(frame)
+                elif frame.type == 0:
+                    self._data(frame)
+                elif frame.type == spdy.RST_STREAM:
+                    self._end(self.by_stream.get(frame.stream_id))
+                elif frame.type == spdy.PING:
+                    self.ws.send(self.writer.ping(frame.value))
+                elif frame.type == spdy.GOAWAY:
+                    return
+
+    def _stream(self, frame) -> None:
+        with self.lock:
+            self.ws.send(self.writer.syn_reply(frame.stream_id))
+            headers = {k: v[0] for k, v in frame.headers.items()}
+            request = headers.get("requestid", str(frame.stream_id))
+            try:
+                port = int(headers.get("port", ""))
+            except ValueError:
+                port = 0
+            pair = self.pairs.setdefault(request, _Pair(port))
+            self.by_stream[frame.stream_id] = pair
+            if headers.get("streamtype") == "error":
+                pair.error_id = frame.stream_id
+            else:
+                pair.data_id = frame.stream_id
+            ready = pair.error_id and pair.data_id
+        if ready:
+            self._connect(pair)
+
+    def _connect(self, pair: _Pair) -> None:
+        where = self.kubelet.pod_port(self.pod, pair.port) if 0 < pair.port < 65536 else None
+        try:
+            if where is None:
+                raise OSError
+            pair.conn = socket.create_connection(where, timeout=10)
+            pair.conn.settimeout(None)
+        except OSError:
+            self.ws.send(self.writer.data(pair.error_id, _refused(self.pod, pair.port).encode()))
+            self._end(pair)
+            return
+        threading.Thread(target=self._pump, args=(pair,), daemon=True, name=f"portforward-{pair.port}").start()
+
+    def _data(self, frame) -> None:
+        pair = self.by_stream.get(frame.stream_id)
+        if pair is None or frame.stream_id != pair.data_id or pair.conn is None:
+            return
+        try:
+            if frame.data:
+                pair.conn.sendall(frame.data)
+            if frame.fin:  # the local client closed its side
+                pair.conn.shutdown(socket.SHUT_WR)
+        except OSError:
+            self._end(pair)
+
+    def _pump(self, pair: _Pair) -> None:
+        conn = pair.conn
+        try:
+            while True:
+                data = conn.recv(65536)
+                if not data or not self.ws.send(self.writer.data(pair.data_id, data)):
+                    break
+        except OSError:
+            pass
+        self._end(pair)
+
+    def _end(self, pair: _Pair | None) -> None:
+        """Both streams end (FIN), as the kubelet closes them once the connection is done."""
+        if pair is None:
+            return
+        with self.lock:
+            if pair.ended:
+                return
+            pair.ended = True
+        for stream_id in (pair.data_id, pair.error_id):
+            if stream_id:
+                self.ws.send(self.writer.data(stream_id, b"", fin=True))
+        if pair.conn is not None:
+            pair.conn.close()

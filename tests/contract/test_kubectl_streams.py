@@ -12,7 +12,11 @@ from __future__ import annotations
 import json
 import queue
 import re
+import subprocess
+import sys
 import threading
+import urllib.request
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -224,3 +228,28 @@ def test_port_forward_through_the_python_client(core, head):
     assert head_.startswith(b"HTTP/1.1 200"), data[:300]
     assert json.loads(body)["ray_version"], body
     assert pf.error(8265) is None
+
+
+def test_kubectl_port_forward_to_the_head_service_then_ray_job_submit(kubectl, head, sbx, tmp_path):
+    """The issue's recipe: `kubectl port-forward svc/<name>-head-svc 8265` (SPDY tunneled through a
+    WebSocket), then `ray job submit --address http://localhost:<port>` through it, logs included."""
+    proc = kubectl.start("port-forward", "svc/shared-ray-head-svc", ":8265")
+    try:
+        line = _lines(proc).get(timeout=60)
+        assert line and line.startswith("Forwarding from 127.0.0.1:"), line
+        port = int(line.split(":")[1].split()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/version", timeout=60) as resp:
+            assert json.loads(resp.read())["ray_version"]
+        ray = Path(sys.executable).parent / "ray"
+        done = subprocess.run([str(ray), "job", "submit", "--address", f"http://127.0.0.1:{port}", "--",
+                               "python", "-c", "print('hello from the job')"],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "hello from the job" in done.stdout and "succeeded" in done.stdout, done.stdout
+        assert proc.poll() is None  # still forwarding
+        # one WebSocket upgrade (GET, authorized as get), no SPDY fallback
+        upgrades = [e for e in sbx.audit() if e["path"].endswith(f"/pods/{head.metadata.name}/portforward")]
+        assert upgrades and {(e["method"], e["verb"], e["code"]) for e in upgrades} == {("GET", "get", 101)}
+    finally:
+        proc.terminate()
+        _finish(proc)
