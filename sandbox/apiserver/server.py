@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 import yaml
 from werkzeug.datastructures import EnvironHeaders
 
-from . import defaults, errors, metrics, openapi, patch, protobuf, reviews, schema, streams, tables
+from . import defaults, errors, metrics, openapi, patch, protobuf, reviews, schema, streams, tables, websocket
 from .errors import ApiError
 from .http import HttpServer, reset_connection
 from .policy import StoredPolicy
@@ -79,6 +79,7 @@ class ApiServer:
         self.control: Callable[[str, str, dict, Identity], tuple[int, object]] | None = None
         # The kubelet, for pods/exec, portforward and logs -f (sandbox/apiserver/streams.py).
         self.pod_runtime = None
+        self.websockets: set = set()  # open exec and port-forward sessions
         self.http = HttpServer(self, host, port, tls)
 
     @property
@@ -90,6 +91,8 @@ class ApiServer:
 
     def stop(self) -> None:
         self.http.stop()
+        for ws in list(self.websockets):  # their commands are killed, their connections closed
+            ws.close()
         self.audit.close()
 
     def __call__(self, environ, start_response):
@@ -97,6 +100,7 @@ class ApiServer:
         call = _Call(self, environ)
         call.dispatch()
         if call.upgrade is not None:  # exec, port-forward: the session runs on this connection
+            environ[websocket.SESSIONS] = self.websockets
             call.upgrade(environ)  # ends raising streams.Upgraded: werkzeug writes nothing more
         code, headers, body = call.response
         start_response(f"{code} {_reason(code)}", headers)
@@ -391,8 +395,10 @@ class _Call:
         if sub == "log" and _flag(query, "follow") and self.api.pod_runtime is not None:
             self.api.store.get(rt, namespace, name)
             sock = self.environ.get("werkzeug.socket")
+            stopping = self.api.http.stopping
             self._stream(self.api.pod_runtime.follow_log(namespace, name, {k: v[0] for k, v in query.items()},
-                                                         lambda: streams.client_left(sock)), "text/plain")
+                                                         lambda: stopping.is_set() or streams.client_left(sock)),
+                         "text/plain")
             return
         if sub == "log":
             self.api.store.get(rt, namespace, name)

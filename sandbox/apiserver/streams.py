@@ -41,7 +41,8 @@ TUNNELED_SPDY = "SPDY/3.1+portforward.k8s.io"  # client-go tools/portforward, tu
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 NON_ZERO_EXIT_CODE = "NonZeroExitCode"  # remotecommand.NonZeroExitCodeReason
 EXIT_CODE_CAUSE = "ExitCode"  # remotecommand.ExitCodeCauseType
-PUMP_JOIN_S = 5.0  # how long the output pumps may drain once the command ended
+PUMP_JOIN_S = 5.0
+CONTAINER_CHECK_S = 1.0  # how often a running exec checks that its container still runs  # how long the output pumps may drain once the command ended
 
 
 class Upgraded(ConnectionError):
@@ -207,7 +208,13 @@ class Exec:
         for t in pumps:
             t.start()
         threading.Thread(target=self._read_client, daemon=True, name=f"exec-in-{self.name}").start()
-        code = self.proc.wait()
+        while True:  # the command ends, or its container does (the kubelet stops what runs in it)
+            try:
+                code = self.proc.wait(timeout=CONTAINER_CHECK_S)
+                break
+            except subprocess.TimeoutExpired:
+                if self.kubelet.pod_pids(self.namespace, self.name) is None:
+                    self._kill()
         self._kill()  # what it left behind holds no pipe open
         for t in pumps:
             t.join(PUMP_JOIN_S)

@@ -14,6 +14,7 @@ from wsproto.frame_protocol import CloseReason, FrameProtocol, Opcode, ParseFail
 from wsproto.utilities import generate_accept_token
 
 _CLOSED = object()
+SESSIONS = "sandbox.websockets"  # environ key: the set of the server's open WebSockets
 
 
 def requested(headers) -> bool:
@@ -43,6 +44,10 @@ class WebSocket:
         self.sock.settimeout(None)  # a session lasts as long as its command or its client
         self.sock.sendall(answer.encode())
         self._message: list = []
+        # the server's live sessions (ApiServer.stop closes them: nothing outlives the server)
+        self._sessions = environ.get(SESSIONS)
+        if self._sessions is not None:
+            self._sessions.add(self)
 
     def send(self, data: bytes) -> bool:
         """One binary message; False once the connection is gone."""
@@ -115,3 +120,5 @@ class WebSocket:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+        if self._sessions is not None:
+            self._sessions.discard(self)

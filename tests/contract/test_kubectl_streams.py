@@ -172,6 +172,26 @@ def test_exec_through_the_python_client(sbx, core, gated_pod):
     assert "Handshake status 400" in denied.value.reason  # the client words a refused upgrade so
 
 
+
+def test_exec_ends_with_its_client_and_with_its_container(core, gated_pod):
+    """Nothing an exec started outlives its session: a client that leaves kills the command; a
+    container that ends takes the commands exec'd in it (137, SIGKILL)."""
+    import psutil
+
+    name, gate = gated_pod
+    ws = stream(core.connect_get_namespaced_pod_exec, name, NS, command=["sh", "-c", "echo $$; exec sleep 600"],
+                stderr=True, stdout=True, _preload_content=False)
+    pid = int(eventually(lambda: (ws.update(timeout=1), ws.peek_stdout())[1], 60, what="the command's pid").strip())
+    assert psutil.pid_exists(pid)
+    ws.close()
+    eventually(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 60,
+               what="the command to be killed")
+    ws = stream(core.connect_get_namespaced_pod_exec, name, NS, command=["sleep", "600"],
+                stderr=True, stdout=True, _preload_content=False)
+    gate.touch()  # the container ends
+    ws.run_forever(timeout=120)
+    assert ws.returncode == 137
+
 # --- metrics.k8s.io: kubectl top ---------------------------------------------------
 def test_top_pods_and_nodes_from_the_processes(kubectl, gated_pod):
     name, _ = gated_pod
