@@ -78,19 +78,19 @@ def container_of(pod: dict, query: dict) -> str:
     """The container a request names, checked as the pod registry's streamLocation (v1.31)."""
     name = pod["metadata"]["name"]
     containers = pod["spec"].get("containers") or []
+    inits = pod["spec"].get("initContainers") or []
     container = (query.get("container") or [""])[0]
     if not container:
-        if len(containers) == 1:
-            return containers[0]["name"]
         if not containers:
             raise errors.bad_request(f"a container name must be specified for pod {name}")
-        names = " ".join(c["name"] for c in containers)
-        msg = f"a container name must be specified for pod {name}, choose one of: [{names}]"
-        inits = " ".join(c["name"] for c in pod["spec"].get("initContainers") or [])
-        if inits:
-            msg += f" or one of the init containers: [{inits}]"
-        raise errors.bad_request(msg)
-    if not any(c.get("name") == container for c in [*containers, *(pod["spec"].get("initContainers") or [])]):
+        if len(containers) > 1:
+            msg = (f"a container name must be specified for pod {name}, choose one of: "
+                   f"[{' '.join(c['name'] for c in containers)}]")
+            if inits:
+                msg += f" or one of the init containers: [{' '.join(c['name'] for c in inits)}]"
+            raise errors.bad_request(msg)
+        container = containers[0]["name"]
+    elif not any(c.get("name") == container for c in [*containers, *inits]):
         raise errors.bad_request(f"container {container} is not valid for pod {name}")
     if not pod["spec"].get("nodeName"):
         raise errors.bad_request(f"pod {name} does not have a host assigned")
@@ -160,8 +160,8 @@ def status_json(code: int | None, command: list[str], error: str | None = None) 
     if code == 0:
         return json.dumps({"metadata": {}, "status": "Success"}).encode()
     return json.dumps({"metadata": {}, "status": "Failure",
-                       "message": f"command terminated with non-zero exit code: error executing command "
-                                  f"[{' '.join(command)}], exit code {code}",
+                       # CRI-O's ExecContainer answers an ExitErrorWrapper of Go's exec.ExitError
+                       "message": f"command terminated with non-zero exit code: exit status {code}",
                        "reason": NON_ZERO_EXIT_CODE,
                        "details": {"causes": [{"reason": EXIT_CODE_CAUSE, "message": str(code)}]}}).encode()
 
