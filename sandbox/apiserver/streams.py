@@ -187,13 +187,13 @@ class Exec:
 
     def _run(self) -> None:
         try:
-            env, cwd = self.kubelet.exec_target(self.namespace, self.name, self.container)
+            env, cwd, enter = self.kubelet.exec_target(self.namespace, self.name, self.container)
         except LookupError:
             self._status(None, f'unable to upgrade connection: container not found ("{self.container}")')
             return
         try:
             self.proc = subprocess.Popen(
-                self.command, env=env, cwd=cwd, start_new_session=True,
+                enter + self.command, env=env, cwd=cwd, start_new_session=True,
                 stdin=subprocess.PIPE if self.stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE if self.stdout else subprocess.DEVNULL,
                 # a TTY has one output stream: stderr goes to stdout's

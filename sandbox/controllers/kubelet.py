@@ -963,11 +963,13 @@ class Kubelet(Controller):
                     time.sleep(wait)
                     wait = min(wait * 2, 0.5)
 
-    def exec_target(self, namespace: str, name: str, container: str) -> tuple[dict[str, str], str]:
-        """(env, working directory) a command exec'd in the pod's container runs with: the
-        container's own env as its process has it (the Ray container: Ray's, with mTLS paths,
-        and RAY_ADDRESS naming its GCS, as KubeRay sets it in every Ray container). Raises
-        LookupError when the container does not run (CRI-O: container not found)."""
+    def exec_target(self, namespace: str, name: str, container: str) -> tuple[dict[str, str], str, list[str]]:
+        """(env, working directory, command prefix) a command exec'd in the pod's container runs
+        with: the container's own env as its process has it (the Ray container: Ray's, with mTLS
+        paths, and RAY_ADDRESS naming its GCS, as KubeRay sets it in every Ray container), and,
+        where the container has mounts of its own (a task pod's /s3, its service account), an
+        nsenter into its mount namespace. Raises LookupError when the container does not run
+        (CRI-O: container not found)."""
         rt = self._runtime(namespace, name)
         pod = self.store.find(self.pod_t, namespace, name)
         node = rt.node if rt is not None else None
@@ -978,12 +980,13 @@ class Kubelet(Controller):
             gcs = f"{node.ip}:{node.ports['port']}" if node.head else node.gcs_address or ""
             rayimage.with_ray_cli()  # the image's `ray` command on its PATH, as RHOAI's image has it
             env = ray_env({**node.env, NODE_ENV: str(node.temp_dir), "RAY_ADDRESS": gcs})
-            return env, str(node.temp_dir)
+            return env, str(node.temp_dir), _enter_mounts(node)
         spec = next((c for c in containers if c.get("name") == container), None)
         if node is None or spec is None or (container != containers[0].get("name") and isinstance(node, RayNode)):
             raise LookupError(container)  # a sidecar the sandbox runs no process for
         tmp = str(node.temp_dir / "tmp")
-        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp, **node.env}, tmp
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp, **node.env}
+        return env, spec.get("workingDir") or tmp, _enter_mounts(node)
 
     def pod_pids(self, namespace: str, name: str) -> list[int] | None:
         """The processes of a pod's running container (None: the pod runs nothing here)."""
@@ -1017,6 +1020,19 @@ class Kubelet(Controller):
         for t in list(self.stoppers):
             t.join(timeout=30)
         shutil.rmtree(self.volume_root, ignore_errors=True)
+
+
+def _enter_mounts(node: PodProcess) -> list[str]:
+    """`nsenter` into the container's mount namespace when its process has one of its own."""
+    proc = node.proc
+    if proc is None or proc.poll() is not None:
+        return []
+    try:
+        if os.readlink(f"/proc/{proc.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
+            return []
+    except OSError:
+        return []
+    return ["nsenter", f"--mount=/proc/{proc.pid}/ns/mnt", "--"]
 
 
 def _qos(pod: dict) -> str:

@@ -119,6 +119,8 @@ def test_exec_runs_in_the_pods_environment_with_its_streams_and_exit_code(kubect
     assert "err\n" in done.stderr and "command terminated with exit code 3" in done.stderr
     assert kubectl.ok("exec", "-i", name, "--", "cat", stdin="via stdin\n") == "via stdin\n"
     assert kubectl.ok("exec", name, "--", "true") == ""
+    # in the pod's own mounts: its service account volume (empty on the machine)
+    assert kubectl.ok("exec", name, "--", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace") == NS
 
 
 def test_exec_refusals_are_the_apiservers(kubectl, gated_pod, sbx):
