@@ -100,9 +100,14 @@ def container_of(pod: dict, query: dict) -> str:
 def prepare(kubelet, sub: str, pod: dict, query: dict, headers):
     """Check the request and return the session to run once upgraded (environ -> None).
     Raises ApiError for what the apiserver answers before any upgrade."""
+    if sub == "attach":
+        # The container's main process is Ray's, started with no stdin: what attach shows is
+        # what it writes, as `kubectl logs -f` does; the sandbox offers no attach.
+        raise errors.bad_request("the sandbox does not attach to a container's main process: use "
+                                 "`kubectl logs -f` for its output")
     if not requested(headers):
         if (headers.get("Upgrade") or "").lower().startswith("spdy/"):
-            raise errors.bad_request("the sandbox serves pods/exec, attach and portforward over WebSocket only, "
+            raise errors.bad_request("the sandbox serves pods/exec and portforward over WebSocket only, "
                                      "not SPDY")
         raise errors.bad_request("Upgrade request required")
     offered = offered_protocols(headers)
@@ -123,11 +128,6 @@ def prepare(kubelet, sub: str, pod: dict, query: dict, headers):
                                   _flag(query, "tty"))
     if not (stdin or stdout or stderr):
         raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
-    if sub == "attach":
-        # The container's main process is Ray's, started with no stdin: what attach shows is
-        # what it writes, as `kubectl logs -f` does; the sandbox offers no attach.
-        raise errors.bad_request("the sandbox does not attach to a container's main process: use "
-                                 "`kubectl logs -f` for its output")
     command = query.get("command") or []
     if not command:
         raise errors.bad_request("you must specify at least one command for the container")

@@ -66,3 +66,18 @@ def test_spdy_frames_split_across_messages_and_shared_header_contexts():
         assert struct.unpack_from("!HHI", reply)[:2] == (0x8003, spdy.SYN_REPLY)
         assert inflate.decompress(reply[12:]) == b"\0\0\0\0"  # no headers
     assert writer.data(3, b"", fin=True) == struct.pack("!II", 3, spdy.FLAG_FIN << 24)
+
+
+def test_what_is_refused_before_any_upgrade():
+    websocket = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Protocol": "v5.channel.k8s.io"}
+    for sub, headers, query, text in (
+            ("attach", {"Upgrade": "SPDY/3.1", "Connection": "Upgrade"}, {}, "does not attach"),
+            ("exec", {"Upgrade": "SPDY/3.1", "Connection": "Upgrade"}, {}, "not SPDY"),
+            ("exec", {}, {}, "Upgrade request required"),
+            ("exec", websocket, {"stdout": ["false"], "stderr": ["false"]}, "at least 1 of stdin, stdout, stderr"),
+            ("exec", websocket, {}, "at least one command"),
+            ("portforward", {**websocket, "Sec-WebSocket-Protocol": "v4.channel.k8s.io"}, {"ports": ["x"]},
+             'unable to parse "x" as a port')):
+        with pytest.raises(ApiError) as refused:
+            streams.prepare(None, sub, _pod("ray"), query, headers)
+        assert refused.value.code == 400 and text in refused.value.status()["message"], (sub, refused.value.status())
