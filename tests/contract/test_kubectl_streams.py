@@ -275,3 +275,8 @@ def test_kubectl_port_forward_to_the_head_service_then_ray_job_submit(kubectl, h
     finally:
         proc.terminate()
         _finish(proc)
+    # the DSPA's Role has no pods/portforward
+    denied = kubectl("port-forward", f"pod/{head.metadata.name}", ":8265", runner=True)
+    assert denied.returncode == 1
+    assert (f'pods "{head.metadata.name}" is forbidden: User "{RUNNER}" cannot create resource "pods/portforward" '
+            'in API group "" in the namespace "sandbox"') in denied.stderr, denied.stderr
