@@ -1,4 +1,4 @@
-"""pods/exec, pods/attach and pods/portforward: the kubelet's streaming sessions, over WebSocket.
+"""pods/exec, pods/attach and pods/portforward: the kubelet's streaming sessions, over WebSocket and SPDY.
 
 What kube-apiserver v1.31 and the kubelet serve, as far as kubectl 1.37 and the kubernetes
 python client use it:
@@ -18,13 +18,16 @@ python client use it:
   stream carries the bytes, the error stream the kubelet's error text, then both end (FIN).
 - Authorization (v1.31, before the AuthorizePodWebsocketUpgradeCreatePermission gate of
   v1.35): a WebSocket GET needs `get` on the subresource, a POST (SPDY) `create`.
-The sandbox does not speak SPDY: a SPDY upgrade is answered 400 (docs/sandbox.md).
+- SPDY/3.1 upgrades (kubectl's fallback when a WebSocket is refused, or with
+  KUBECTL_REMOTE_COMMAND_WEBSOCKETS / KUBECTL_PORT_FORWARD_WEBSOCKETS=false): exec over
+  remotecommand v4 (a stream per streamType), port-forward over portforward.k8s.io.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import select
 import signal
 import socket
@@ -32,16 +35,21 @@ import subprocess
 import threading
 
 from . import errors, spdy
-from .websocket import WebSocket, offered_protocols, requested
+from .errors import ApiError
+from .websocket import SESSIONS, WebSocket, offered_protocols, requested
 
 SUBRESOURCES = ("exec", "attach", "portforward")
 EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 PORTFORWARD_PROTOCOLS = ("v4.channel.k8s.io", "channel.k8s.io", "")
+PORTFORWARD_SPDY = "portforward.k8s.io"
+EXEC_SPDY = "v4.channel.k8s.io"  # of the kubelet's SPDY protocols, the one the sandbox speaks (v4)
 TUNNELED_SPDY = "SPDY/3.1+portforward.k8s.io"  # client-go tools/portforward, tunneling dialer
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 NON_ZERO_EXIT_CODE = "NonZeroExitCode"  # remotecommand.NonZeroExitCodeReason
 EXIT_CODE_CAUSE = "ExitCode"  # remotecommand.ExitCodeCauseType
 PUMP_JOIN_S = 5.0
+STREAMS_TIMEOUT_S = 30.0  # the kubelet's streamCreationTimeout: all streams asked for must be open by then
+STREAM_TYPES = {0: "stdin", 1: "stdout", 2: "stderr", 3: "error", 4: "resize"}  # SPDY streamType per channel
 CONTAINER_CHECK_S = 1.0  # how often a running exec checks that its container still runs  # how long the output pumps may drain once the command ended
 
 
@@ -105,25 +113,30 @@ def prepare(kubelet, sub: str, pod: dict, query: dict, headers):
         # what it writes, as `kubectl logs -f` does; the sandbox offers no attach.
         raise errors.bad_request("the sandbox does not attach to a container's main process: use "
                                  "`kubectl logs -f` for its output")
-    if not requested(headers):
-        if (headers.get("Upgrade") or "").lower().startswith("spdy/"):
-            raise errors.bad_request("the sandbox serves pods/exec and portforward over WebSocket only, "
-                                     "not SPDY")
+    websocket = requested(headers)
+    spdy_upgrade = (headers.get("Upgrade") or "").lower().startswith("spdy/3.1")
+    if not (websocket or spdy_upgrade):
         raise errors.bad_request("Upgrade request required")
-    offered = offered_protocols(headers)
+    offered = offered_protocols(headers) if websocket else [
+        p.strip() for p in (headers.get("X-Stream-Protocol-Version") or "").split(",") if p.strip()]
     if sub == "portforward":
-        if TUNNELED_SPDY in offered:  # kubectl port-forward: SPDY through the WebSocket
-            return lambda environ: SpdyPortForward(WebSocket(environ, TUNNELED_SPDY), kubelet, pod).run()
+        if not websocket or TUNNELED_SPDY in offered:  # kubectl port-forward: SPDY, tunneled or not
+            protocol = TUNNELED_SPDY if websocket else _negotiate(offered, [PORTFORWARD_SPDY])
+            connect = WebSocket if websocket else RawConnection
+            return lambda environ: SpdyPortForward(connect(environ, protocol), kubelet, pod).run()
         ports = _ports(query)
         protocol = next((p for p in PORTFORWARD_PROTOCOLS if p in offered or (p == "" and not offered)), None)
         if protocol is None:
             raise errors.bad_request(f"websocket protocol not supported: {', '.join(offered)}")
         return lambda environ: PortForward(WebSocket(environ, protocol), kubelet, pod, ports).run()
     container = container_of(pod, query)
-    protocol = next((p for p in EXEC_PROTOCOLS if p in offered), None)
-    if protocol is None:
-        raise errors.bad_request(f"websocket protocol not supported: {', '.join(offered) or 'none'}; "
-                                 f"the sandbox serves {', '.join(EXEC_PROTOCOLS)}")
+    if websocket:
+        protocol = next((p for p in EXEC_PROTOCOLS if p in offered), None)
+        if protocol is None:
+            raise errors.bad_request(f"websocket protocol not supported: {', '.join(offered) or 'none'}; "
+                                     f"the sandbox serves {', '.join(EXEC_PROTOCOLS)}")
+    else:
+        protocol = _negotiate(offered, [EXEC_SPDY])
     stdin, stdout, stderr, tty = (_flag(query, "stdin"), _flag(query, "stdout", True), _flag(query, "stderr", True),
                                   _flag(query, "tty"))
     if not (stdin or stdout or stderr):
@@ -132,8 +145,24 @@ def prepare(kubelet, sub: str, pod: dict, query: dict, headers):
     if not command:
         raise errors.bad_request("you must specify at least one command for the container")
     ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-    return lambda environ: Exec(WebSocket(environ, protocol), kubelet, ns, name, container, command,
-                                stdin, stdout, stderr, tty).run()
+    # the streams the kubelet waits for before it runs the command (remotecommand v4)
+    expected = {"error", *(["stdin"] if stdin else []), *(["stdout"] if stdout else []),
+                *(["stderr"] if stderr and not tty else []), *(["resize"] if tty else [])}
+
+    def session(environ):
+        transport = (_Channels(WebSocket(environ, protocol)) if websocket
+                     else _SpdyStreams(RawConnection(environ, protocol), expected))
+        Exec(transport, kubelet, ns, name, container, command, stdin, stdout, stderr, tty).run()
+    return session
+
+
+def _negotiate(offered: list[str], served: list[str]) -> str:
+    """httpstream.Handshake: the first protocol of the client's the server accepts."""
+    chosen = next((p for p in offered if p in served), None)
+    if chosen is None:
+        raise ApiError(403, "Forbidden", f"unable to upgrade: unable to negotiate protocol: client supports "
+                                         f"{offered}, server accepts {served}")
+    return chosen
 
 
 def _ports(query: dict) -> list[int]:
@@ -168,21 +197,27 @@ def status_json(code: int | None, command: list[str], error: str | None = None) 
 
 class Exec:
     """One exec: the command runs in the container's environment (the kubelet's exec_target),
-    its output goes out on the channels while it runs, its exit status on the error channel.
-    A client that goes away kills it; nothing it started outlives the session."""
+    its output goes out on its streams while it runs, its exit status on the error stream.
+    A client that goes away kills it; nothing it started outlives the session. The streams
+    are WebSocket channels (_Channels) or SPDY streams (_SpdyStreams)."""
 
-    def __init__(self, ws: WebSocket, kubelet, namespace, name, container, command, stdin, stdout, stderr, tty):
-        self.ws, self.kubelet = ws, kubelet
+    def __init__(self, transport, kubelet, namespace, name, container, command, stdin, stdout, stderr, tty):
+        self.transport, self.kubelet = transport, kubelet
         self.namespace, self.name, self.container, self.command = namespace, name, container, list(command)
         self.stdin, self.stdout, self.stderr, self.tty = stdin, stdout, stderr, tty
         self.proc: subprocess.Popen | None = None
+        self.input: queue.Queue = queue.Queue()  # stdin from the client; None: its end
+        self.gone = threading.Event()  # the client left
 
     def run(self) -> None:
+        threading.Thread(target=self._read_client, daemon=True, name=f"exec-in-{self.name}").start()
         try:
-            self._run()
+            if self.transport.ready.wait(STREAMS_TIMEOUT_S) and not self.gone.is_set():
+                self._run()
         finally:
             self._kill()
-            self.ws.close()
+            self.input.put(None)
+            self.transport.close()
         raise Upgraded("exec session ended")
 
     def _run(self) -> None:
@@ -203,11 +238,14 @@ class Exec:
             self._status(None, "error executing command in container: failed to exec in container: "
                                f"exec: \"{self.command[0]}\": {exc.strerror or exc}")
             return
-        pumps = [threading.Thread(target=self._pump, args=(stream, channel), daemon=True)
-                 for stream, channel in ((self.proc.stdout, STDOUT), (self.proc.stderr, STDERR)) if stream is not None]
-        for t in pumps:
+        if self.gone.is_set():
+            return
+        threads = [threading.Thread(target=self._pump, args=(stream, channel), daemon=True)
+                   for stream, channel in ((self.proc.stdout, STDOUT), (self.proc.stderr, STDERR)) if stream is not None]
+        if self.proc.stdin is not None:
+            threading.Thread(target=self._feed, daemon=True).start()
+        for t in threads:
             t.start()
-        threading.Thread(target=self._read_client, daemon=True, name=f"exec-in-{self.name}").start()
         while True:  # the command ends, or its container does (the kubelet stops what runs in it)
             try:
                 code = self.proc.wait(timeout=CONTAINER_CHECK_S)
@@ -216,47 +254,49 @@ class Exec:
                 if self.kubelet.pod_pids(self.namespace, self.name) is None:
                     self._kill()
         self._kill()  # what it left behind holds no pipe open
-        for t in pumps:
+        for t in threads:
             t.join(PUMP_JOIN_S)
         self._status(128 - code if code < 0 else code, None)
 
     def _status(self, code, error) -> None:
-        self.ws.send(bytes([ERROR]) + status_json(code, self.command, error))
+        self.transport.send(ERROR, status_json(code, self.command, error))
+        self.transport.end(ERROR)
 
     def _pump(self, stream, channel: int) -> None:
         fd = stream.fileno()
         try:
             while True:
                 data = os.read(fd, 65536)
-                if not data or not self.ws.send(bytes([channel]) + data):
-                    return
+                if not data or not self.transport.send(channel, data):
+                    break
         except OSError:
-            return
+            pass
         finally:
             stream.close()
+        self.transport.end(channel)
 
-    def _read_client(self) -> None:
-        """stdin and stream closes from the client; its leaving kills the command."""
+    def _feed(self) -> None:
         stdin = self.proc.stdin
         while True:
-            message = self.ws.receive()
-            if message is None:
-                self._kill()
-                return
-            if not message:
-                continue
-            channel, data = message[0], message[1:]
-            if channel == STDIN and stdin is not None:
-                try:
-                    stdin.write(data)
-                    stdin.flush()
-                except (OSError, ValueError):
-                    pass
-            elif channel == CLOSE and self.ws.protocol.startswith("v5.") and data[:1] == bytes([STDIN]) and stdin:
-                try:
-                    stdin.close()
-                except OSError:
-                    pass
+            data = self.input.get()
+            if data is None:
+                break
+            try:
+                stdin.write(data)
+                stdin.flush()
+            except (OSError, ValueError):
+                break
+        try:
+            stdin.close()
+        except OSError:
+            pass
+
+    def _read_client(self) -> None:
+        """stdin and its end from the client; its leaving kills the command."""
+        self.transport.read(self.input)
+        self.gone.set()
+        self.transport.ready.set()
+        self._kill()
 
     def _kill(self) -> None:
         proc = self.proc
@@ -270,11 +310,132 @@ class Exec:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        if proc.stdin is not None:
+
+
+class _Channels:
+    """exec's streams over a WebSocket: each message is a channel byte, then data (v4, v5)."""
+
+    def __init__(self, ws: WebSocket):
+        self.ws = ws
+        self.ready = threading.Event()
+        self.ready.set()
+
+    def send(self, channel: int, data: bytes) -> bool:
+        return self.ws.send(bytes([channel]) + data)
+
+    def end(self, channel: int) -> None:
+        """A channel ends with the connection (v5's close signal goes client to server only)."""
+
+    def read(self, stdin: queue.Queue) -> None:
+        while True:
+            message = self.ws.receive()
+            if message is None:
+                return
+            if not message:
+                continue
+            channel, data = message[0], message[1:]
+            if channel == STDIN:
+                stdin.put(data)
+            elif channel == CLOSE and self.ws.protocol.startswith("v5.") and data[:1] == bytes([STDIN]):
+                stdin.put(None)
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+class _SpdyStreams:
+    """exec's streams over SPDY (kubectl's fallback; the kubelet's remotecommand v4): the client
+    opens one stream per type (header streamType), each answered with a SYN_REPLY; the command
+    starts once all it asked for are open; each stream ends with a FIN."""
+
+    def __init__(self, conn: RawConnection, expected: set[str]):
+        self.conn, self.expected = conn, expected
+        self.reader, self.writer = spdy.Reader(), spdy.Writer()
+        self.ids: dict[str, int] = {}
+        self.ready = threading.Event()
+
+    def send(self, channel: int, data: bytes) -> bool:
+        stream_id = self.ids.get(STREAM_TYPES[channel])
+        return stream_id is not None and self.conn.send(self.writer.data(stream_id, data))
+
+    def end(self, channel: int) -> None:
+        stream_id = self.ids.get(STREAM_TYPES[channel])
+        if stream_id is not None:
+            self.conn.send(self.writer.data(stream_id, b"", fin=True))
+
+    def read(self, stdin: queue.Queue) -> None:
+        while True:
+            message = self.conn.receive()
+            if message is None:
+                return
             try:
-                proc.stdin.close()
+                frames = self.reader.feed(message)
+            except spdy.ProtocolError:
+                return
+            for frame in frames:
+                if frame.type == spdy.SYN_STREAM:
+                    self.conn.send(self.writer.syn_reply(frame.stream_id))
+                    self.ids[(frame.headers.get("streamtype") or [""])[0]] = frame.stream_id
+                    if self.expected <= set(self.ids):
+                        self.ready.set()
+                elif frame.type == 0 and frame.stream_id == self.ids.get("stdin"):
+                    if frame.data:
+                        stdin.put(frame.data)
+                    if frame.fin:
+                        stdin.put(None)
+                elif frame.type == spdy.PING:
+                    self.conn.send(self.writer.ping(frame.value))
+                elif frame.type == spdy.GOAWAY:
+                    return
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class RawConnection:
+    """An HTTP connection upgraded to SPDY/3.1 (httpstream's Handshake, as the kubelet answers
+    it): the SPDY byte stream directly on the socket, with WebSocket's send/receive/close."""
+
+    def __init__(self, environ: dict, protocol: str):
+        self.sock, self.rfile = environ["werkzeug.socket"], environ["wsgi.input"]
+        self._lock = threading.Lock()
+        self.closed = threading.Event()
+        self.sock.settimeout(None)
+        self.sock.sendall(("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
+                           f"X-Stream-Protocol-Version: {protocol}\r\n\r\n").encode())
+        self._sessions = environ.get(SESSIONS)
+        if self._sessions is not None:
+            self._sessions.add(self)
+
+    def send(self, data: bytes) -> bool:
+        with self._lock:
+            if self.closed.is_set():
+                return False
+            try:
+                self.sock.sendall(data)
+                return True
             except OSError:
-                pass
+                self.closed.set()
+                return False
+
+    def receive(self) -> bytes | None:
+        if self.closed.is_set():
+            return None
+        try:
+            data = self.rfile.read1(65536)
+        except (OSError, ValueError):
+            data = b""
+        return data or None
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if self._sessions is not None:
+            self._sessions.discard(self)
 
 
 class PortForward:

@@ -280,3 +280,43 @@ def test_kubectl_port_forward_to_the_head_service_then_ray_job_submit(kubectl, h
     assert denied.returncode == 1
     assert (f'pods "{head.metadata.name}" is forbidden: User "{RUNNER}" cannot create resource "pods/portforward" '
             'in API group "" in the namespace "sandbox"') in denied.stderr, denied.stderr
+
+
+# --- SPDY, as kubectl falls back to it (or is told to use it) -----------------------
+SPDY_ONLY = {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false", "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"}
+
+
+def _spdy_kubectl(kubectl, *args, stdin=None):
+    return subprocess.run(kubectl.argv(args, False), capture_output=True, text=True, timeout=120, input=stdin,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(kubectl.cache), **SPDY_ONLY})
+
+
+def test_exec_over_spdy(kubectl, gated_pod, sbx):
+    name, _ = gated_pod
+    done = _spdy_kubectl(kubectl, "exec", name, "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+    assert done.returncode == 3 and done.stdout == "out\n", done.stderr
+    assert "err\n" in done.stderr and "command terminated with exit code 3" in done.stderr
+    done = _spdy_kubectl(kubectl, "exec", "-i", name, "--", "cat", stdin="through SPDY\n")
+    assert done.returncode == 0 and done.stdout == "through SPDY\n", done.stderr
+    upgrades = [e for e in sbx.audit() if e["path"].endswith(f"/pods/{name}/exec") and e["method"] == "POST"
+                and e["user"] == "kube:admin"]
+    assert upgrades and {(e["verb"], e["code"]) for e in upgrades} == {("create", 101)}
+
+
+def test_kubectl_port_forward_over_spdy(kubectl, head, sbx):
+    proc = subprocess.Popen(kubectl.argv(("port-forward", f"pod/{head.metadata.name}", ":8265"), False),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(kubectl.cache), **SPDY_ONLY})
+    try:
+        line = _lines(proc).get(timeout=60)
+        assert line and line.startswith("Forwarding from 127.0.0.1:"), line
+        port = int(line.split(":")[1].split()[0])
+        for _ in range(2):  # a connection each
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/version", timeout=60) as resp:
+                assert json.loads(resp.read())["ray_version"]
+        upgrades = [e for e in sbx.audit() if e["path"].endswith(f"/pods/{head.metadata.name}/portforward")
+                    and e["method"] == "POST" and e["user"] == "kube:admin"]
+        assert upgrades and {(e["verb"], e["code"]) for e in upgrades} == {("create", 101)}
+    finally:
+        proc.terminate()
+        _finish(proc)

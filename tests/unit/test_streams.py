@@ -70,14 +70,16 @@ def test_spdy_frames_split_across_messages_and_shared_header_contexts():
 
 def test_what_is_refused_before_any_upgrade():
     websocket = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Protocol": "v5.channel.k8s.io"}
-    for sub, headers, query, text in (
-            ("attach", {"Upgrade": "SPDY/3.1", "Connection": "Upgrade"}, {}, "does not attach"),
-            ("exec", {"Upgrade": "SPDY/3.1", "Connection": "Upgrade"}, {}, "not SPDY"),
-            ("exec", {}, {}, "Upgrade request required"),
-            ("exec", websocket, {"stdout": ["false"], "stderr": ["false"]}, "at least 1 of stdin, stdout, stderr"),
-            ("exec", websocket, {}, "at least one command"),
-            ("portforward", {**websocket, "Sec-WebSocket-Protocol": "v4.channel.k8s.io"}, {"ports": ["x"]},
+    spdy_ = {"Connection": "Upgrade", "Upgrade": "SPDY/3.1"}
+    for sub, headers, query, code, text in (
+            ("attach", websocket, {}, 400, "does not attach"),
+            ("exec", {**spdy_, "X-Stream-Protocol-Version": "v3.channel.k8s.io,channel.k8s.io"}, {}, 403,
+             "unable to negotiate protocol: client supports ['v3.channel.k8s.io', 'channel.k8s.io']"),
+            ("exec", {}, {}, 400, "Upgrade request required"),
+            ("exec", websocket, {"stdout": ["false"], "stderr": ["false"]}, 400, "at least 1 of stdin, stdout, stderr"),
+            ("exec", websocket, {}, 400, "at least one command"),
+            ("portforward", {**websocket, "Sec-WebSocket-Protocol": "v4.channel.k8s.io"}, {"ports": ["x"]}, 400,
              'unable to parse "x" as a port')):
         with pytest.raises(ApiError) as refused:
             streams.prepare(None, sub, _pod("ray"), query, headers)
-        assert refused.value.code == 400 and text in refused.value.status()["message"], (sub, refused.value.status())
+        assert refused.value.code == code and text in refused.value.status()["message"], (sub, refused.value.status())
