@@ -47,10 +47,10 @@ TUNNELED_SPDY = "SPDY/3.1+portforward.k8s.io"  # client-go tools/portforward, tu
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 NON_ZERO_EXIT_CODE = "NonZeroExitCode"  # remotecommand.NonZeroExitCodeReason
 EXIT_CODE_CAUSE = "ExitCode"  # remotecommand.ExitCodeCauseType
-PUMP_JOIN_S = 5.0
+PUMP_JOIN_S = 5.0  # how long the output pumps may drain once the command ended
 STREAMS_TIMEOUT_S = 30.0  # the kubelet's streamCreationTimeout: all streams asked for must be open by then
 STREAM_TYPES = {0: "stdin", 1: "stdout", 2: "stderr", 3: "error", 4: "resize"}  # SPDY streamType per channel
-CONTAINER_CHECK_S = 1.0  # how often a running exec checks that its container still runs  # how long the output pumps may drain once the command ended
+CONTAINER_CHECK_S = 1.0  # how often a running exec checks that its container still runs
 
 
 class Upgraded(ConnectionError):
