@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from kfp_ray_sandbox.apiserver import spdy, streams
+from kfp_ray_sandbox.apiserver import podexec, spdy, streams
 from kfp_ray_sandbox.apiserver.errors import ApiError
 
 
@@ -33,8 +33,8 @@ def test_container_is_checked_as_the_pod_registry_does():
 
 
 def test_error_channel_status_carries_the_exit_code_as_clients_read_it():
-    assert json.loads(streams.status_json(0, ["true"])) == {"metadata": {}, "status": "Success"}
-    failed = json.loads(streams.status_json(3, ["false"]))
+    assert json.loads(podexec.status_json(0, ["true"])) == {"metadata": {}, "status": "Success"}
+    failed = json.loads(podexec.status_json(3, ["false"]))
     assert failed["status"] == "Failure" and failed["reason"] == "NonZeroExitCode"
     assert failed["details"]["causes"] == [{"reason": "ExitCode", "message": "3"}]
 
