@@ -188,8 +188,9 @@ def test_exec_ends_with_its_client_and_with_its_container(core, gated_pod):
     ws.close()
     eventually(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 60,
                what="the command to be killed")
-    ws = stream(core.connect_get_namespaced_pod_exec, name, NS, command=["sleep", "600"],
+    ws = stream(core.connect_get_namespaced_pod_exec, name, NS, command=["sh", "-c", "echo started; exec sleep 600"],
                 stderr=True, stdout=True, _preload_content=False)
+    eventually(lambda: (ws.update(timeout=1), ws.peek_stdout())[1], 60, what="the command to start")
     gate.touch()  # the container ends
     ws.run_forever(timeout=120)
     assert ws.returncode == 137
@@ -227,8 +228,12 @@ def head(ray_cluster, box):
 
 
 def test_exec_ray_status_in_the_head_pod(kubectl, head):
-    out = kubectl.ok("exec", head.metadata.name, "--", "ray", "status", timeout=180)
-    assert "Node status" in out and re.search(r"\b2\.0 CPU\b|/2\.0 CPU", out), out
+    def status():
+        out = kubectl.ok("exec", head.metadata.name, "--", "ray", "status", timeout=180)
+        # a head just ready may not have reported yet ("No cluster status"): asked again, as a user would
+        return out if "Node status" in out else None
+    out = eventually(status, 180, 2, what="`ray status` in the head pod to report its node")
+    assert re.search(r"\b2\.0 CPU\b|/2\.0 CPU", out), out
 
 
 def test_port_forward_through_the_python_client(core, head):
