@@ -187,6 +187,7 @@ class Sandbox:
         self.api.admission.append(kueue.admission)
         self.api.admission.append(ray_platform.admission)
         self.api.log_provider = self.kubelet.pod_log
+        self.api.pod_runtime = self.kubelet  # exec, port-forward, logs -f (apiserver/streams.py)
         self.api.control = self._control
         if self.platform.ray_security == "kuberay":
             self.gateway_http = HttpServer(Gateway(self.store, self.registry, self.auth, GATEWAY_NAMESPACE, GATEWAY_NAME),

@@ -94,7 +94,7 @@ def _core(plural, kind, namespaced=True, subresources=(), short=(), categories=(
 
 CORE = [
     _core("namespaces", "Namespace", namespaced=False, subresources=["status"], short=["ns"]),
-    _core("pods", "Pod", subresources=["status", "log"], short=["po"], categories=["all"]),
+    _core("pods", "Pod", subresources=["attach", "exec", "log", "portforward", "status"], short=["po"], categories=["all"]),
     _core("services", "Service", subresources=["status"], short=["svc"], categories=["all"]),
     _core("secrets", "Secret"),
     _core("configmaps", "ConfigMap", short=["cm"]),
@@ -103,6 +103,9 @@ CORE = [
     _core("serviceaccounts", "ServiceAccount", subresources=["token"], short=["sa"]),
     _core("nodes", "Node", namespaced=False, subresources=["status"], short=["no"]),
 ]
+
+# pods' connect subresources, as v1.31's discovery lists them
+CONNECT_KINDS = {"attach": "PodAttachOptions", "exec": "PodExecOptions", "portforward": "PodPortForwardOptions"}
 
 # Reviews: created to ask a question, answered at once, never stored (sandbox/apiserver/reviews.py).
 REVIEWS = [
@@ -163,7 +166,9 @@ class Registry:
     """Lookup of served resource types by (group, version, plural)."""
 
     def __init__(self, openshift: bool = True, gateway_api: bool = False):
-        types = list(CORE) + list(crd_types()) + list(REVIEWS) + list(RBAC) + list(NETWORKING)
+        from .metrics import TYPES as METRICS  # metrics.k8s.io, served from the processes (metrics.py)
+
+        types = list(CORE) + list(crd_types()) + list(REVIEWS) + list(RBAC) + list(NETWORKING) + METRICS
         if gateway_api:  # RHOAI 3.x: no codeflare component, so no AppWrapper CRD (opendatahub-operator #2468)
             types = [t for t in types if t.group != "workload.codeflare.dev"]
         else:  # the Gateway API CRDs are served only where the profile has OpenShift install them
@@ -224,6 +229,8 @@ class Registry:
             for sub in t.subresources:
                 verbs = {"log": ["get"], "token": ["create"]}.get(sub, ["get", "patch", "update"])
                 kind = {"log": "Pod", "token": "TokenRequest"}.get(sub, t.kind)
+                if sub in CONNECT_KINDS:  # connect subresources (streams.py)
+                    verbs, kind = ["create", "get"], CONNECT_KINDS[sub]
                 resources.append({"name": f"{t.plural}/{sub}", "singularName": "", "namespaced": t.namespaced,
                                   "kind": kind, "verbs": verbs, **({"group": "authentication.k8s.io", "version": "v1"}
                                                                   if sub == "token" else {})})

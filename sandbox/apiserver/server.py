@@ -22,7 +22,22 @@ from urllib.parse import parse_qs
 import yaml
 from werkzeug.datastructures import EnvironHeaders
 
-from . import defaults, errors, openapi, pagination, patch, protobuf, reviews, scc, schema, tables, writes
+from . import (
+    defaults,
+    errors,
+    metrics,
+    openapi,
+    pagination,
+    patch,
+    protobuf,
+    reviews,
+    scc,
+    schema,
+    streams,
+    tables,
+    websocket,
+    writes,
+)
 from .errors import ApiError
 from .http import HttpServer, reset_connection
 from .policy import StoredPolicy
@@ -78,6 +93,9 @@ class ApiServer:
         self.admission: list[Admission] = [self.defaulter.admit]
         self.log_provider: Callable[[str, str, dict], str] | None = None
         self.control: Callable[[str, str, dict, Identity], tuple[int, object]] | None = None
+        # The kubelet, for pods/exec, portforward and logs -f (sandbox/apiserver/streams.py).
+        self.pod_runtime = None
+        self.websockets: set = set()  # open exec and port-forward sessions
         self.http = HttpServer(self, host, port, tls)
 
     @property
@@ -89,12 +107,17 @@ class ApiServer:
 
     def stop(self) -> None:
         self.http.stop()
+        for ws in list(self.websockets):  # their commands are killed, their connections closed
+            ws.close()
         self.audit.close()
 
     def __call__(self, environ, start_response):
         """The WSGI entry point: one request, answered only after its audit line is written."""
         call = _Call(self, environ)
         call.dispatch()
+        if call.upgrade is not None:  # exec, port-forward: the session runs on this connection
+            environ[websocket.SESSIONS] = self.websockets
+            call.upgrade(environ)  # ends raising streams.Upgraded: werkzeug writes nothing more
         code, headers, body = call.response
         start_response(f"{code} {_reason(code)}", headers)
         return body
@@ -167,6 +190,7 @@ class _Call:
         self._verb = self.method.lower()
         self._dups: list[str] = []  # duplicate JSON fields of the body (strict field validation)
         self.response: tuple[int, list, object] | None = None
+        self.upgrade: Callable[[dict], None] | None = None  # a streaming session, once authorized
 
     # --- plumbing --------------------------------------------------------------
     def _send(self, code: int, body, content_type: str = "application/json", headers: dict | None = None):
@@ -335,6 +359,9 @@ class _Call:
             raise errors.path_not_found()
         if namespace is not None and not rt.namespaced:
             raise errors.path_not_found()
+        if rt.key == ("", "pods") and name and sub in streams.SUBRESOURCES:
+            self._connect(method, rt, namespace, name, sub, query, who)
+            return self._verb
 
         verb = {"GET": "get" if name else "list", "POST": "create", "PUT": "update",
                 "PATCH": "patch", "DELETE": "delete" if name else "deletecollection"}[method]
@@ -352,6 +379,9 @@ class _Call:
                                              "name": name or "", "namespace": namespace or ""}, self.api.policy)
         if not allowed:
             raise errors.forbidden(who.user, verb, rt, resource, name, namespace)
+        if rt.group == metrics.GROUP:
+            metrics.serve(self, rt, namespace, name, query)
+            return verb
         handler = getattr(self, f"_{verb}")
         handler(rt, namespace, name, sub, query, who)
         return verb
@@ -365,7 +395,30 @@ class _Call:
         fm = field_matcher((query.get("fieldSelector") or [None])[0])
         return lambda o: lm(o["metadata"].get("labels") or {}) and fm(o)
 
+    def _connect(self, method, rt, namespace, name, sub, query, who):
+        """pods/exec, attach, portforward (streams.py): authorized, then upgraded."""
+        if method not in ("GET", "POST"):
+            raise errors.method_not_allowed()
+        self._verb = streams.verb(method)
+        allowed, _ = reviews.authorize(who, {"verb": self._verb, "group": "", "resource": "pods", "subresource": sub,
+                                             "name": name, "namespace": namespace}, self.api.policy)
+        if not allowed:
+            raise errors.forbidden(who.user, self._verb, rt, f"pods/{sub}", name, namespace)
+        pod = self.api.store.get(rt, namespace, name)
+        if self.api.pod_runtime is None:
+            raise errors.unavailable()
+        self.upgrade = streams.prepare(self.api.pod_runtime, sub, pod, query, self.headers)
+        self._code = 101
+
     def _get(self, rt, namespace, name, sub, query, who):
+        if sub == "log" and _flag(query, "follow") and self.api.pod_runtime is not None:
+            self.api.store.get(rt, namespace, name)
+            sock = self.environ.get("werkzeug.socket")
+            stopping = self.api.http.stopping
+            self._stream(self.api.pod_runtime.follow_log(namespace, name, {k: v[0] for k, v in query.items()},
+                                                         lambda: stopping.is_set() or streams.client_left(sock)),
+                         "text/plain")
+            return
         if sub == "log":
             self.api.store.get(rt, namespace, name)
             text = self.api.log_provider(namespace, name, {k: v[0] for k, v in query.items()}) if self.api.log_provider else ""

@@ -54,6 +54,7 @@ import shlex
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,7 +62,7 @@ from .. import quantity, rayimage
 from ..apiserver import errors
 from ..apiserver.errors import ApiError
 from ..apiserver.store import now_rfc3339
-from ..raynode import PodProcess, RayNode, free_port
+from ..raynode import NODE_ENV, PodProcess, RayNode, free_port, ray_env
 from . import podcerts, scheduler
 from .backoff import Backoff, go_duration
 from .base import Controller, log, record_event
@@ -1017,6 +1018,74 @@ class Kubelet(Controller):
             text = "".join(text.splitlines(keepends=True)[-int(params["tailLines"]):])
         return text
 
+    def _runtime(self, namespace: str, name: str) -> PodRuntime | None:
+        with self.lock:
+            return next((r for r in self.pods.values() if r.ns == namespace and r.name == name), None)
+
+    def follow_log(self, namespace: str, name: str, params: dict, gone) -> Iterator[bytes]:
+        """`logs -f`: the current instance's log as pod_log serves it, then what that instance
+        writes, until it ends (the kubelet's follow stops when the container exits) or
+        `gone()` says the reader left. previous=true: the old log, not followed."""
+        rt = self._runtime(namespace, name)
+        if str(params.get("previous", "")).lower() in ("true", "1") or rt is None or rt.node is None:
+            yield self.pod_log(namespace, name, params).encode()
+            return
+        node, begin = rt.node, (rt.log_marks or [0])[-1]
+        try:
+            fh = open(node.log_path, "rb")
+        except OSError:
+            return
+        with fh:
+            fh.seek(begin)
+            first = fh.read()
+            if params.get("tailLines"):
+                first = b"".join(first.splitlines(keepends=True)[-int(params["tailLines"]):])
+            yield first
+            wait = 0.05
+            while True:
+                ended = not node.alive() or rt.node is not node  # read what it wrote before it ended
+                data = fh.read()
+                if data:
+                    wait = 0.05
+                    yield data
+                elif ended or gone():
+                    return
+                else:
+                    time.sleep(wait)
+                    wait = min(wait * 2, 0.5)
+
+    def exec_target(self, namespace: str, name: str, container: str) -> tuple[dict[str, str], str, list[str]]:
+        """(env, working directory, command prefix) a command exec'd in the pod's container runs
+        with: the container's own env as its process has it (the Ray container: Ray's, with mTLS
+        paths, and RAY_ADDRESS naming its GCS, as KubeRay sets it in every Ray container), and,
+        where the container has mounts of its own (a task pod's /s3, its service account), an
+        nsenter into its mount namespace. Raises LookupError when the container does not run
+        (CRI-O: container not found)."""
+        rt = self._runtime(namespace, name)
+        pod = self.store.find(self.pod_t, namespace, name)
+        node = rt.node if rt is not None else None
+        if rt is None or pod is None or rt.stopping or not rt.running:
+            raise LookupError(container)
+        containers = pod["spec"].get("containers") or [{}]
+        if isinstance(node, RayNode) and container == containers[0].get("name"):
+            gcs = f"{node.ip}:{node.ports['port']}" if node.head else node.gcs_address or ""
+            rayimage.with_ray_cli()  # the image's `ray` command on its PATH, as RHOAI's image has it
+            env = ray_env({**node.env, NODE_ENV: str(node.temp_dir), "RAY_ADDRESS": gcs})
+            return env, str(node.temp_dir), _enter_mounts(node)
+        spec = next((c for c in containers if c.get("name") == container), None)
+        if node is None or spec is None or (container != containers[0].get("name") and isinstance(node, RayNode)):
+            raise LookupError(container)  # a sidecar the sandbox runs no process for
+        tmp = str(node.temp_dir / "tmp")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp, **node.env}
+        return env, spec.get("workingDir") or tmp, _enter_mounts(node)
+
+    def pod_pids(self, namespace: str, name: str) -> list[int] | None:
+        """The processes of a pod's running container (None: the pod runs nothing here)."""
+        rt = self._runtime(namespace, name)
+        if rt is None or rt.node is None or not rt.running:
+            return None
+        return rt.node.pids()
+
     def processes(self) -> list[dict]:
         """Ray processes of pods, running or still stopping after their pod was deleted."""
         with self.lock:
@@ -1042,6 +1111,19 @@ class Kubelet(Controller):
         for t in list(self.stoppers):
             t.join(timeout=30)
         shutil.rmtree(self.volume_root, ignore_errors=True)
+
+
+def _enter_mounts(node: PodProcess) -> list[str]:
+    """`nsenter` into the container's mount namespace when its process has one of its own."""
+    proc = node.proc
+    if proc is None or proc.poll() is not None:
+        return []
+    try:
+        if os.readlink(f"/proc/{proc.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
+            return []
+    except OSError:
+        return []
+    return ["nsenter", f"--mount=/proc/{proc.pid}/ns/mnt", "--"]
 
 
 def _qos(pod: dict) -> str:
