@@ -4,8 +4,8 @@ On OpenShift the cluster monitoring stack serves this aggregated API (APIService
 v1beta1.metrics.k8s.io) from the kubelets' cAdvisor figures; `kubectl top` reads it. Here a
 pod's usage is its running container's process tree as the kubelet knows it (the Ray node's
 `ray start`, GCS, raylet, dashboard and workers; a command container's process): CPU as the
-rate over a short window sampled for the request, memory as the resident set. The node is the
-machine: its busy CPU over the same window and its memory in use. Only get and list are
+rate over a short window sampled for the request, memory as the resident set. A node's is
+the sum of its bound pods' (the system daemons a real node counts too are left out). Only get and list are
 served (no watch), as metrics-server serves them; containers without a process of their own
 (a sidecar the sandbox does not run) are left out, as a pod without metrics is.
 """
@@ -83,19 +83,28 @@ def pod_metrics(kubelet, pods: list[dict]) -> list[dict]:
     return items
 
 
-def node_metrics(nodes: list[dict]) -> list[dict]:
-    """NodeMetrics of the sandbox's node: the machine's busy CPU and the memory in use."""
+def node_metrics(kubelet, nodes: list[dict], pods: list[dict]) -> list[dict]:
+    """NodeMetrics of the pool's nodes: each the CPU and memory of the pods bound to it (every
+    node runs on this one machine; the system daemons a real node also counts are left out)."""
     if not nodes:
         return []
-    before, started = _busy(psutil.cpu_times()), time.monotonic()
+    on: dict[str, list[int]] = {n["metadata"]["name"]: [] for n in nodes}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node in on and kubelet:
+            on[node] += kubelet.pod_pids(pod["metadata"]["namespace"], pod["metadata"]["name"]) or []
+    before, started = {n: _cpu_seconds(pids) for n, pids in on.items()}, time.monotonic()
     time.sleep(WINDOW_S)
-    cores = (_busy(psutil.cpu_times()) - before) / (time.monotonic() - started)
-    mem = psutil.virtual_memory()
-    stamp = now_rfc3339()
+    elapsed, stamp = time.monotonic() - started, now_rfc3339()
     return [{"metadata": {"name": n["metadata"]["name"], "creationTimestamp": stamp,
                           "labels": dict(n["metadata"].get("labels") or {})},
              "timestamp": stamp, "window": f"{WINDOW_S}s",
-             "usage": {"cpu": _cpu(cores), "memory": _memory(mem.total - mem.available)}} for n in nodes]
+             "usage": {"cpu": _cpu((_cpu_seconds(on[n["metadata"]["name"]]) - before[n["metadata"]["name"]]) / elapsed),
+                       "memory": _memory(_rss(on[n["metadata"]["name"]]))}} for n in nodes]
+
+
+def _nodes(api, nodes: list[dict]) -> list[dict]:
+    return node_metrics(api.pod_runtime, nodes, api.store.list(api.registry.get("", "pods"))[0])
 
 
 def serve(call, rt: ResourceType, namespace: str | None, name: str | None, query: dict) -> None:
@@ -104,7 +113,7 @@ def serve(call, rt: ResourceType, namespace: str | None, name: str | None, query
     source = api.registry.get("", rt.plural)  # the pods or nodes they measure
     if name:
         obj = api.store.find(source, namespace, name)
-        items = (pod_metrics(api.pod_runtime, [obj]) if rt.plural == "pods" else node_metrics([obj])) if obj else []
+        items = (pod_metrics(api.pod_runtime, [obj]) if rt.plural == "pods" else _nodes(api, [obj])) if obj else []
         if not items:  # metrics-server names a pod's as namespace/name
             shown = f"{namespace}/{name}" if namespace else name
             raise ApiError(404, "NotFound", f'{rt.plural}.{GROUP} "{shown}" not found',
@@ -112,5 +121,5 @@ def serve(call, rt: ResourceType, namespace: str | None, name: str | None, query
         call._send(200, {"kind": rt.kind, "apiVersion": f"{GROUP}/{VERSION}", **items[0]})
         return
     objs, _ = api.store.list(source, namespace, call._matchers(query))
-    items = pod_metrics(api.pod_runtime, objs) if rt.plural == "pods" else node_metrics(objs)
+    items = pod_metrics(api.pod_runtime, objs) if rt.plural == "pods" else _nodes(api, objs)
     call._send(200, {"kind": f"{rt.kind}List", "apiVersion": f"{GROUP}/{VERSION}", "metadata": {}, "items": items})

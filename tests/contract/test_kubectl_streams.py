@@ -204,7 +204,11 @@ def test_top_pods_and_nodes_from_the_processes(kubectl, gated_pod):
     assert re.fullmatch(r"\d+m", cpu) and re.fullmatch(r"\d+Mi", memory), rows[name]
     node = kubectl.ok("top", "nodes").splitlines()
     assert node[0].split()[:3] == ["NAME", "CPU(cores)", "CPU(%)"], node
-    assert node[1].split()[0] == "sandbox-node" and int(_columns(node[1])[3].rstrip("Mi")) > 0, node
+    nodes = {_columns(line)[0]: _columns(line) for line in node[1:]}
+    assert sorted(nodes) == ["gpu-worker-0", "master-0", "master-1", "master-2", "worker-0", "worker-1"], node
+    where = kubectl.ok("get", "pod", name, "-o", "jsonpath={.spec.nodeName}").strip()
+    assert int(nodes[where][3].rstrip("Mi")) > 0, node  # a node's usage is its pods'
+    assert nodes["master-0"][1:4:2] == ["0m", "0Mi"], node  # no workload runs on a control-plane node
     # the DSPA's Role has no metrics.k8s.io
     denied = kubectl("top", "pods", runner=True)
     assert (f'pods.metrics.k8s.io is forbidden: User "{RUNNER}" cannot list resource "pods" in API group '
