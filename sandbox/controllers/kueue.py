@@ -31,8 +31,9 @@ One pass does what these Kueue parts do, from one listing of each kind:
 - Job reconciler (jobframework/reconciler.go ReconcileGenericJob for jobs/raycluster and
   jobs/rayjob, each kind's answers in kueue_jobs.py): one Workload per labelled top-level job
   (finalizer kueue.x-k8s.io/resource-in-use), the PodsReady condition, stop on eviction and
-  release the quota once the job is not active, start when admitted, stop when running
-  unadmitted, Finished (Succeeded/Failed, the job's message) once the job finished, then the
+  release the quota once the job is not active, start when admitted (the admitted flavors'
+  nodeLabels and tolerations merged into the pod templates, kueue_podset.py), stop when running
+  unadmitted (templates restored from the Workload's pod sets), Finished (Succeeded/Failed, the job's message) once the job finished, then the
   finalizer dropped, and finalizers dropped when the job or the Workload goes. A job whose
   controller owner is a Kueue-managed job (the RayCluster KubeRay makes for a RayJob:
   FindAncestorJobManagedByKueue) gets no Workload; it is only suspended while running when its
