@@ -495,7 +495,8 @@ class KueueController(Controller):
         admission = wl["status"]["admission"]
         flavors = {f["metadata"]["name"]: f for f in self.store.list(self.rf_t)[0]}
         try:
-            infos = [kueue_podset.from_assignment(psa, flavors) for psa in admission.get("podSetAssignments") or []]
+            infos = [kueue_podset.from_assignment(psa, flavors, self._podset_label())
+                     for psa in admission.get("podSetAssignments") or []]
         except KeyError:
             return
         meta = job.obj["metadata"]
@@ -515,6 +516,11 @@ class KueueController(Controller):
             return
         job.obj = new
         self._event(new, "Normal", "Started", f"Admitted by clusterQueue {admission['clusterQueue']}", job.recorder)
+
+    def _podset_label(self) -> bool:
+        """Whether this Kueue labels started pod templates kueue.x-k8s.io/podset (v0.12 on)."""
+        major, minor = (int(x) for x in self.platform.kueue.lstrip("v").split(".")[:2])
+        return (major, minor) >= (0, 12)
 
     def _stop_job(self, job, message: str, wl: dict | None = None) -> None:
         """stopJob: suspend (KubeRay then deletes the pods) with the pod templates as the Workload

@@ -5,23 +5,28 @@ Matched against kubernetes-sigs/kueue v0.11.6 (same at v0.12.10):
   ResourceFlavor of its assignment (first one kept on a key clash) and those flavors'
   spec.tolerations; FromPodSet: the Workload's own copy of the pod template (its labels,
   annotations, nodeSelector, tolerations, schedulingGates), which is what a stop restores.
-- podset.Merge / PodSetInfo.Merge: a key of the template's nodeSelector (labels, annotations)
-  with another value is a conflict ("invalid admission check PodSetUpdate: conflict for
-  nodeSelector: conflict for key=k, value1=a, value2=b"); otherwise the maps are merged keeping
-  the template's values, and each toleration not already there is appended.
+- v0.12.10 only (jobframework/reconciler.go getPodSetsInfoFromStatus): every pod set's info
+  also carries the label kueue.x-k8s.io/podset=<pod set name> (controller/constants
+  PodSetLabel); v0.11.6 adds it only with TopologyAwareScheduling, which is off.
+- podset.Merge / PodSetInfo.Merge: a key of the template's annotations, labels or nodeSelector
+  (checked in that order) with another value is a conflict ("invalid admission check
+  PodSetUpdate: conflict for nodeSelector: conflict for key=k, value1=a, value2=b"); otherwise
+  the maps are merged keeping the template's values, and each toleration not already there is
+  appended.
 - podset.RestorePodSpec: each of those fields set back to the Workload's copy when it differs.
 - jobframework/reconciler.go startJob (RunWithPodSetsInfo with spec.suspend false, one patch)
   and stopJob (Suspend + RestorePodSetsInfo(GetPodSetsInfoFromWorkload), only when the job is
   not already suspended); a permanent error (the two above) makes the Workload Finished with
   reason FailedToStart and the error as its message.
 TopologyAwareScheduling (alpha, off in both releases) and admission checks' PodSetUpdates are
-not simulated, so no labels, annotations or scheduling gates are ever added.
+not simulated, so no annotations or scheduling gates are ever added.
 """
 
 from __future__ import annotations
 
 import copy
 
+PODSET_LABEL = "kueue.x-k8s.io/podset"
 FIELDS = (("metadata", "annotations"), ("metadata", "labels"), ("spec", "nodeSelector"),
           ("spec", "tolerations"), ("spec", "schedulingGates"))
 
@@ -35,9 +40,10 @@ def bad_len(want: int, got: int) -> PodSetError:
     return PodSetError(f"invalid podset infos: expecting {got} podset, got {want}")
 
 
-def from_assignment(psa: dict, flavors: dict[str, dict]) -> dict:
-    """FromAssignment: {"nodeSelector", "tolerations"} of one podSetAssignment. Raises KeyError
-    for a flavor that is gone (Kueue's client.Get fails and the start is retried)."""
+def from_assignment(psa: dict, flavors: dict[str, dict], podset_label: bool = False) -> dict:
+    """FromAssignment: {"annotations", "labels", "nodeSelector", "tolerations"} of one
+    podSetAssignment (`podset_label`: v0.12's kueue.x-k8s.io/podset label). Raises KeyError for
+    a flavor that is gone (Kueue's client.Get fails and the start is retried)."""
     selector: dict = {}
     tolerations: list = []
     seen = set()
@@ -49,7 +55,8 @@ def from_assignment(psa: dict, flavors: dict[str, dict]) -> dict:
             selector.setdefault(k, v)
         tolerations += copy.deepcopy(spec.get("tolerations") or [])
         seen.add(name)
-    return {"nodeSelector": selector, "tolerations": tolerations}
+    labels = {PODSET_LABEL: psa["name"]} if podset_label else {}
+    return {"annotations": {}, "labels": labels, "nodeSelector": selector, "tolerations": tolerations}
 
 
 def from_pod_set(pod_set: dict) -> dict:
@@ -59,16 +66,20 @@ def from_pod_set(pod_set: dict) -> dict:
 
 
 def merge(template: dict, info: dict) -> None:
-    """podset.Merge into a pod template (a dict); raises PodSetError on a nodeSelector conflict."""
+    """podset.Merge into a pod template (a dict); raises PodSetError on a conflict, before any change."""
+    maps = (("metadata", "annotations"), ("metadata", "labels"), ("spec", "nodeSelector"))
+    for part, field in maps:  # utilmaps.HaveConflict(template's, info's)
+        adding = info.get(field) or {}
+        for k, v in ((template.get(part) or {}).get(field) or {}).items():
+            if k in adding and adding[k] != v:
+                raise PodSetError(f"invalid admission check PodSetUpdate: conflict for {field}: "
+                                  f"conflict for key={k}, value1={v}, value2={adding[k]}")
+    for part, field in maps:
+        current = (template.get(part) or {}).get(field) or {}
+        merged = {**current, **{k: v for k, v in (info.get(field) or {}).items() if k not in current}}  # MergeKeepFirst
+        if merged:
+            template.setdefault(part, {})[field] = merged
     spec = template.setdefault("spec", {})
-    current = spec.get("nodeSelector") or {}
-    for k, v in current.items():  # utilmaps.HaveConflict(template's, flavor's)
-        if k in info["nodeSelector"] and info["nodeSelector"][k] != v:
-            raise PodSetError("invalid admission check PodSetUpdate: conflict for nodeSelector: "
-                              f"conflict for key={k}, value1={v}, value2={info['nodeSelector'][k]}")
-    merged = {**info["nodeSelector"], **current}  # MergeKeepFirst(template's, flavor's)
-    if merged:
-        spec["nodeSelector"] = merged
     tolerations = list(spec.get("tolerations") or [])
     for t in info["tolerations"]:
         if t not in tolerations:

@@ -71,7 +71,7 @@ def _bound(core, cluster: str, count: int):
     return {p.metadata.labels["ray.io/node-type"]: p for p in pods} if len(pods) == count else None
 
 
-def test_pool_flavors_steer_ray_pods_to_their_nodes(sbx):
+def test_pool_flavors_steer_ray_pods_to_their_nodes(box, sbx):
     api = sbx.api_client()
     co, core = k8s.CustomObjectsApi(api), k8s.CoreV1Api(api)
     sbx.set_faults({"clusters": {"flavor-*": {"image_pull": True}}})
@@ -90,6 +90,8 @@ def test_pool_flavors_steer_ray_pods_to_their_nodes(sbx):
         assert pods["worker"].spec.node_selector == {"nvidia.com/gpu.present": "true"}
         assert pods["head"].spec.node_name in ("worker-0", "worker-1")
         assert pods["head"].spec.node_selector == {"node-role.kubernetes.io/worker": ""}
+        if box.platform.kueue == "v0.12.10":  # 3.3's Kueue also labels each pod set's template with its name
+            assert pods["worker"].metadata.labels["kueue.x-k8s.io/podset"] == "small-group"
         rc = co.get_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", "flavor-gpu")
         assert rc["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
 

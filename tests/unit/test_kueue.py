@@ -571,12 +571,12 @@ GPU_TAINTED = ("untolerated taint {nvidia.com/gpu true NoSchedule <nil>} in flav
 GPU_NO_CPU_FLAVOR = "insufficient quota for nvidia.com/gpu in flavor cpu-workers, request > maximum capacity (1 > 0)"
 
 
-def pool_kueue() -> KueueController:
+def pool_kueue(platform: str | None = None) -> KueueController:
     """The seed plus the node pool's flavors and a ClusterQueue `pool-queue` over both (one
     resource group: cpu-workers first, no GPUs there), with LocalQueue `pool`."""
     from kfp_ray_sandbox import nodepool
 
-    ctl = make_kueue()
+    ctl = make_kueue(platform=platform)
     for flavor in nodepool.flavors(nodepool.OPENSHIFT):
         add(ctl, "kueue.x-k8s.io", "resourceflavors", flavor)
 
@@ -639,8 +639,9 @@ def test_an_untolerated_flavor_taint_is_skipped_with_kueues_reason():
     assert rc(kueue, "no-toleration")["spec"]["suspend"] is True and cond(wl, "Admitted") is None
 
 
-def test_a_flavor_toleration_counts_and_is_added_to_the_pods_then_removed_on_eviction():
-    kueue = pool_kueue()
+@pytest.mark.parametrize("platform", ["rhoai-3.3", "rhoai-2.25"])
+def test_a_flavor_toleration_counts_and_is_added_to_the_pods_then_removed_on_eviction(platform):
+    kueue = pool_kueue(platform)
     kueue.store.mutate(kueue.rf_t, None, "gpu-a10g", lambda f: f["spec"].update(tolerations=[GPU_TOLERATION]))
     create(kueue, gpu_cluster("flavored"))
     settle(kueue)
@@ -648,6 +649,12 @@ def test_a_flavor_toleration_counts_and_is_added_to_the_pods_then_removed_on_evi
     head, worker = templates(rc(kueue, "flavored"))
     assert "tolerations" not in head  # head got cpu-workers, which has no tolerations
     assert worker["tolerations"] == [GPU_TOLERATION] and worker["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    # Kueue v0.12 (3.3) also labels each template with its pod set's name; v0.11 (2.25) does not
+    labels = [(t.get("metadata") or {}).get("labels") for t in
+              (rc(kueue, "flavored")["spec"]["headGroupSpec"]["template"],
+               rc(kueue, "flavored")["spec"]["workerGroupSpecs"][0]["template"])]
+    assert labels == ([{"kueue.x-k8s.io/podset": "head"}, {"kueue.x-k8s.io/podset": "small-group"}]
+                      if platform == "rhoai-3.3" else [None, None])
 
     def evict(o):
         o["status"]["conditions"].append({"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout",
@@ -658,6 +665,7 @@ def test_a_flavor_toleration_counts_and_is_added_to_the_pods_then_removed_on_evi
     stopped = rc(kueue, "flavored")
     assert stopped["spec"]["suspend"] is True
     assert all("nodeSelector" not in t and "tolerations" not in t for t in templates(stopped))
+    assert not stopped["spec"]["workerGroupSpecs"][0]["template"].get("metadata", {}).get("labels")
 
 
 def test_required_node_affinity_and_selector_choose_among_flavors():
@@ -709,6 +717,7 @@ def test_pod_set_merge_conflicts_and_restore():
     original = kueue_podset.from_pod_set({"template": template})
     with pytest.raises(kueue_podset.PodSetError, match="conflict for nodeSelector: conflict for key=zone, value1=a, value2=b"):
         kueue_podset.merge(template, {"nodeSelector": {"zone": "b"}, "tolerations": []})
+    assert template["spec"]["nodeSelector"] == {"zone": "a"}  # nothing changed
     kueue_podset.merge(template, {"nodeSelector": {"zone": "a", "gpu": "y"}, "tolerations": [GPU_TOLERATION, {"key": "k"}]})
     assert template["spec"] == {"nodeSelector": {"zone": "a", "gpu": "y"}, "tolerations": [GPU_TOLERATION, {"key": "k"}]}
     assert kueue_podset.restore(template, original) is True
