@@ -33,12 +33,13 @@ One pass does what these Kueue parts do, from one listing of each kind:
   (finalizer kueue.x-k8s.io/resource-in-use), the PodsReady condition, stop on eviction and
   release the quota once the job is not active, start when admitted (the admitted flavors'
   nodeLabels and tolerations merged into the pod templates, kueue_podset.py), stop when running
-  unadmitted (templates restored from the Workload's pod sets), Finished (Succeeded/Failed, the job's message) once the job finished, then the
-  finalizer dropped, and finalizers dropped when the job or the Workload goes. A job whose
-  controller owner is a Kueue-managed job (the RayCluster KubeRay makes for a RayJob:
-  FindAncestorJobManagedByKueue) gets no Workload; it is only suspended while running when its
-  ancestor's Workload is missing or not admitted. A finished Workload leaves the cache: its
-  quota is free and it counts in no queue's status (core/workload_controller.go).
+  unadmitted (templates restored from the Workload's pod sets), Finished (Succeeded/Failed, the
+  job's message) once the job finished, then the finalizer dropped, and finalizers dropped when
+  the job or the Workload goes. A job whose controller owner is a Kueue-managed job (the
+  RayCluster KubeRay makes for a RayJob: FindAncestorJobManagedByKueue) gets no Workload; it is
+  only suspended while running when its ancestor's Workload is missing or not admitted. A
+  finished Workload leaves the cache: its quota is free and it counts in no queue's status
+  (core/workload_controller.go).
 - Workload controller (core/workload_controller.go): the PodsReady timeout eviction with
   requeueState backoff (workload.UpdateRequeueState: base * 2^(n-1), Kueue's 0.01% jitter,
   capped at 3600 s), "BackoffFinished" after requeueAt, and Inadmissible reasons.
