@@ -31,13 +31,15 @@ One pass does what these Kueue parts do, from one listing of each kind:
 - Job reconciler (jobframework/reconciler.go ReconcileGenericJob for jobs/raycluster and
   jobs/rayjob, each kind's answers in kueue_jobs.py): one Workload per labelled top-level job
   (finalizer kueue.x-k8s.io/resource-in-use), the PodsReady condition, stop on eviction and
-  release the quota once the job is not active, start when admitted, stop when running
-  unadmitted, Finished (Succeeded/Failed, the job's message) once the job finished, then the
-  finalizer dropped, and finalizers dropped when the job or the Workload goes. A job whose
-  controller owner is a Kueue-managed job (the RayCluster KubeRay makes for a RayJob:
-  FindAncestorJobManagedByKueue) gets no Workload; it is only suspended while running when its
-  ancestor's Workload is missing or not admitted. A finished Workload leaves the cache: its
-  quota is free and it counts in no queue's status (core/workload_controller.go).
+  release the quota once the job is not active, start when admitted (the admitted flavors'
+  nodeLabels and tolerations merged into the pod templates, kueue_podset.py), stop when running
+  unadmitted (templates restored from the Workload's pod sets), Finished (Succeeded/Failed, the
+  job's message) once the job finished, then the finalizer dropped, and finalizers dropped when
+  the job or the Workload goes. A job whose controller owner is a Kueue-managed job (the
+  RayCluster KubeRay makes for a RayJob: FindAncestorJobManagedByKueue) gets no Workload; it is
+  only suspended while running when its ancestor's Workload is missing or not admitted. A
+  finished Workload leaves the cache: its quota is free and it counts in no queue's status
+  (core/workload_controller.go).
 - Workload controller (core/workload_controller.go): the PodsReady timeout eviction with
   requeueState backoff (workload.UpdateRequeueState: base * 2^(n-1), Kueue's 0.01% jitter,
   capped at 3600 s), "BackoffFinished" after requeueAt, and Inadmissible reasons.
@@ -70,6 +72,7 @@ Initializing -> Running -> Complete.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import random
 import time
@@ -80,6 +83,7 @@ from .. import quantity
 from ..apiserver import errors
 from ..apiserver.selectors import selector_matches
 from ..platforms import platform as platform_profile
+from . import kueue_podset
 from .base import Controller, owner_ref, record_event, set_condition
 from .kueue_jobs import (
     JOB_KINDS,
@@ -309,7 +313,7 @@ class KueueController(Controller):
         self._wls = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in self.store.list(self.wl_t)[0]}
         lqs = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in self.store.list(self.lq_t)[0]}
         cqs = {q["metadata"]["name"]: q for q in self.store.list(self.cq_t)[0]}
-        flavors = {f["metadata"]["name"] for f in self.store.list(self.rf_t)[0]}
+        flavors = {f["metadata"]["name"]: f for f in self.store.list(self.rf_t)[0]}
         namespaces = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in self.store.list(self.ns_t)[0]}
         missing = {name: missing_flavors(cq, flavors) for name, cq in cqs.items()}
         inactive = {name for name, m in missing.items() if m}
@@ -386,7 +390,7 @@ class KueueController(Controller):
             self._drop_finalizer(wl, now)  # finalizeJob, then workload.RemoveFinalizer
             return
         if wl is not None and wl["metadata"].get("deletionTimestamp"):
-            self._stop_job(job, "Workload is deleted")
+            self._stop_job(job, "Workload is deleted", wl)
             self._drop_finalizer(wl, now)
             return
         message, success, finished = job.finished()
@@ -409,7 +413,7 @@ class KueueController(Controller):
                 return
         evicted = condition(wl, "Evicted")
         if evicted and evicted["status"] == "True":
-            self._stop_job(job, evicted["message"])
+            self._stop_job(job, evicted["message"], wl)
             if is_true(wl, "QuotaReserved") and not active:
                 def release(o):
                     # Requeued is True only for preemption; PodsReadyTimeout waits for its backoff.
@@ -420,15 +424,13 @@ class KueueController(Controller):
             return
         if job.suspended():
             if is_true(wl, "Admitted"):
-                cq = wl["status"]["admission"]["clusterQueue"]
-                self._set_suspend(job, False)
-                self._event(rc, "Normal", "Started", f"Admitted by clusterQueue {cq}", job.recorder)
+                self._start_job(job, wl)
             elif wl["spec"].get("queueName") != queue_name(rc):
                 self.store.mutate(self.wl_t, wl["metadata"]["namespace"], wl["metadata"]["name"],
                                   lambda o: o["spec"].update(queueName=queue_name(rc)))
             return
         if not is_true(wl, "Admitted"):
-            self._stop_job(job, "Not admitted by cluster queue")
+            self._stop_job(job, "Not admitted by cluster queue", wl)
 
     def _reconcile_child(self, job, ancestor: dict) -> None:
         """ReconcileGenericJob for a job whose ancestor Kueue manages: no Workload of its own; while
@@ -448,8 +450,11 @@ class KueueController(Controller):
         except errors.ApiError:
             pass  # the recorder drops what it cannot write
 
+    def _job_rt(self, job):
+        return self.rc_t if job.plural == "rayclusters" else self.rj_t
+
     def _set_suspend(self, job, value: bool) -> None:
-        rt = self.rc_t if job.plural == "rayclusters" else self.rj_t
+        rt = self._job_rt(job)
         self.store.mutate(rt, job.obj["metadata"]["namespace"], job.obj["metadata"]["name"],
                           lambda o: o.setdefault("spec", {}).update(suspend=value))
         job.obj.setdefault("spec", {})["suspend"] = value
@@ -485,11 +490,55 @@ class KueueController(Controller):
         self._event(rc, "Normal", "CreatedWorkload",
                     f"Created Workload: {created['metadata']['namespace']}/{created['metadata']['name']}", job.recorder)
 
-    def _stop_job(self, job, message: str) -> None:
-        """stopJob: suspend (KubeRay then deletes the pods) and say why, unless already suspended."""
+    def _start_job(self, job, wl: dict) -> None:
+        """startJob: one write that unsuspends the job with each admitted flavor's nodeLabels and
+        tolerations merged into its pod sets' templates (kueue_podset.py). A flavor gone since
+        admission: retried on a later pass; a conflict: the Workload Finished/FailedToStart."""
+        admission = wl["status"]["admission"]
+        flavors = {f["metadata"]["name"]: f for f in self.store.list(self.rf_t)[0]}
+        try:
+            infos = [kueue_podset.from_assignment(psa, flavors, self._podset_label())
+                     for psa in admission.get("podSetAssignments") or []]
+        except KeyError:
+            return
+        meta = job.obj["metadata"]
+
+        def run(o):
+            started = copy.deepcopy(o)
+            job.run_with_pod_sets_info(started, infos)  # raises before `o` is touched
+            o.clear()
+            o.update(started)
+        try:
+            new = self.store.mutate(self._job_rt(job), meta["namespace"], meta["name"], run)
+        except kueue_podset.PodSetError as e:
+            why = str(e)
+            self._write_status(wl, lambda o: _set(o, "Finished", "True", "FailedToStart", why))
+            return
+        if new is None:
+            return
+        job.obj = new
+        self._event(new, "Normal", "Started", f"Admitted by clusterQueue {admission['clusterQueue']}", job.recorder)
+
+    def _podset_label(self) -> bool:
+        """Whether this Kueue labels started pod templates kueue.x-k8s.io/podset (v0.12 on)."""
+        major, minor = (int(x) for x in self.platform.kueue.lstrip("v").split(".")[:2])
+        return (major, minor) >= (0, 12)
+
+    def _stop_job(self, job, message: str, wl: dict | None = None) -> None:
+        """stopJob: suspend (KubeRay then deletes the pods) with the pod templates as the Workload
+        recorded them (RestorePodSetsInfo), and say why, unless already suspended."""
         if job.suspended():
             return
-        self._set_suspend(job, True)
+        infos = [kueue_podset.from_pod_set(ps) for ps in wl["spec"].get("podSets") or []] if wl else None
+        meta = job.obj["metadata"]
+
+        def stop(o):
+            o.setdefault("spec", {})["suspend"] = True
+            if infos is not None:
+                job.restore_pod_sets_info(o, infos)
+        new = self.store.mutate(self._job_rt(job), meta["namespace"], meta["name"], stop)
+        if new is not None:
+            job.obj = new
         self._event(job.obj, "Normal", "Stopped", message, job.recorder)
 
     def _drop_finalizer(self, wl: dict, now: float) -> None:

@@ -9,6 +9,11 @@ and jobs/rayjob): what jobframework's generic reconciler and webhooks ask of eac
   message: status.message); pod sets head, worker groups and, in K8sJobMode, `submitter` (the
   RayJob's submitterPodTemplate or Kueue's copy of KubeRay's default submitter template).
 - Workload names: jobframework/workload_names.go GetWorkloadNameForOwnerWithGVK.
+- Starting and stopping (RunWithPodSetsInfo / RestorePodSetsInfo of both kinds): the pod set
+  infos (kueue_podset.py) go into the head's and each worker group's template, a RayJob's in
+  spec.rayClusterSpec and, in K8sJobMode, its spec.submitterPodTemplate (without one, Kueue's
+  default submitter template is a fresh copy, so nothing is written); a count of infos other
+  than the job's pod sets fails the start and skips the restore.
 - Webhook validation (jobs/raycluster/raycluster_webhook.go vraycluster.kb.io,
   jobs/rayjob/rayjob_webhook.go vrayjob.kb.io, jobframework/validation.go
   validateUpdateForQueueName), with field.Error's message formats (apimachinery
@@ -19,6 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+
+from . import kueue_podset
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 HEAD = "head"
@@ -61,6 +68,29 @@ def submission_mode(rayjob: dict) -> str:
     return (rayjob.get("spec") or {}).get("submissionMode") or "K8sJobMode"
 
 
+def _cluster_templates(spec: dict) -> list[dict]:
+    """The head's template, then each worker group's (made where missing, as Go's zero values are)."""
+    out = [spec.setdefault("headGroupSpec", {}).setdefault("template", {})]
+    return out + [group.setdefault("template", {}) for group in spec.get("workerGroupSpecs") or []]
+
+
+def _run(templates: list[dict], spec: dict, infos: list[dict]) -> None:
+    if len(infos) != len(templates):
+        raise kueue_podset.bad_len(len(templates), len(infos))
+    spec["suspend"] = False
+    for template, info in zip(templates, infos, strict=True):
+        kueue_podset.merge(template, info)
+
+
+def _restore(templates: list[dict], infos: list[dict]) -> bool:
+    if len(infos) != len(templates):
+        return False
+    changed = False
+    for template, info in zip(templates, infos, strict=True):
+        changed = kueue_podset.restore(template, info) or changed
+    return changed
+
+
 class RayClusterJob:
     kind, plural, recorder = "RayCluster", "rayclusters", "ray.io/raycluster-kueue-controller"
 
@@ -81,6 +111,16 @@ class RayClusterJob:
 
     def pod_sets(self) -> list[dict]:
         return cluster_pod_sets(self.obj.get("spec"))
+
+    @staticmethod
+    def run_with_pod_sets_info(obj: dict, infos: list[dict]) -> None:
+        """Unsuspend `obj` (this kind, a dict) with the admission's pod set infos merged in."""
+        spec = obj.setdefault("spec", {})
+        _run(_cluster_templates(spec), spec, infos)
+
+    @staticmethod
+    def restore_pod_sets_info(obj: dict, infos: list[dict]) -> bool:
+        return _restore(_cluster_templates(obj.setdefault("spec", {})), infos)
 
 
 class RayJobJob:
@@ -110,6 +150,23 @@ class RayJobJob:
             template = spec.get("submitterPodTemplate") or default_submitter_template(spec.get("rayClusterSpec"))
             sets.append({"name": SUBMITTER, "count": 1, "template": template})
         return sets
+
+    @staticmethod
+    def _templates(obj: dict) -> list[dict]:
+        spec = obj.setdefault("spec", {})
+        templates = _cluster_templates(spec.setdefault("rayClusterSpec", {}))
+        if submission_mode(obj) == "K8sJobMode":  # getSubmitterTemplate: the job's own, else a copy
+            templates.append(spec["submitterPodTemplate"] if spec.get("submitterPodTemplate")
+                             else default_submitter_template(spec["rayClusterSpec"]))
+        return templates
+
+    @classmethod
+    def run_with_pod_sets_info(cls, obj: dict, infos: list[dict]) -> None:
+        _run(cls._templates(obj), obj["spec"], infos)
+
+    @classmethod
+    def restore_pod_sets_info(cls, obj: dict, infos: list[dict]) -> bool:
+        return _restore(cls._templates(obj), infos)
 
 
 JOB_KINDS = {"rayclusters": RayClusterJob, "rayjobs": RayJobJob}

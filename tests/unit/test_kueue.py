@@ -563,3 +563,163 @@ def test_a_sandbox_started_with_platform_env_starts_with_those_timings(monkeypat
     monkeypatch.setenv(PLATFORM_ENV, '{"task_retry_backoff": 1}')
     with pytest.raises(ValueError, match="unknown fault.*platform.task_retry_backoff"):
         Faults()
+
+
+# --- flavors with node labels, taints and tolerations (the node pool's) -----------------------
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+GPU_TAINTED = ("untolerated taint {nvidia.com/gpu true NoSchedule <nil>} in flavor gpu-a10g")
+GPU_NO_CPU_FLAVOR = "insufficient quota for nvidia.com/gpu in flavor cpu-workers, request > maximum capacity (1 > 0)"
+
+
+def pool_kueue(platform: str | None = None) -> KueueController:
+    """The seed plus the node pool's flavors and a ClusterQueue `pool-queue` over both (one
+    resource group: cpu-workers first, no GPUs there), with LocalQueue `pool`."""
+    from kfp_ray_sandbox import nodepool
+
+    ctl = make_kueue(platform=platform)
+    for flavor in nodepool.flavors(nodepool.OPENSHIFT):
+        add(ctl, "kueue.x-k8s.io", "resourceflavors", flavor)
+
+    def quota(name, gpus):
+        return {"name": name, "resources": [{"name": "cpu", "nominalQuota": "8"}, {"name": "memory", "nominalQuota": "32Gi"},
+                                            {"name": "pods", "nominalQuota": "10"},
+                                            {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}]}
+    add(ctl, "kueue.x-k8s.io", "clusterqueues", {"metadata": {"name": "pool-queue"}, "spec": {
+        "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory", "pods", "nvidia.com/gpu"],
+                                                     "flavors": [quota("cpu-workers", 0), quota("gpu-a10g", 4)]}]}})
+    add(ctl, "kueue.x-k8s.io", "localqueues", {"metadata": {"name": "pool", "namespace": NS},
+                                               "spec": {"clusterQueue": "pool-queue"}})
+    return ctl
+
+
+def gpu_cluster(name, tolerations=None, workers=1):
+    """A CPU head and a worker group with one GPU each (tolerations on both templates)."""
+    body = raycluster(name, workers=workers, cpu="1", memory="2Gi", queue="pool", gpu=1, tolerations=tolerations)
+    for kind in ("requests", "limits"):
+        body["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"][kind].pop("nvidia.com/gpu")
+    return body
+
+
+def flavors_of(wl):
+    return {psa["name"]: set(psa["flavors"].values()) for psa in wl["status"]["admission"]["podSetAssignments"]}
+
+
+def templates(obj):
+    spec = obj["spec"].get("rayClusterSpec") or obj["spec"]
+    return [spec["headGroupSpec"]["template"]["spec"]] + [g["template"]["spec"] for g in spec["workerGroupSpecs"]]
+
+
+def test_a_tolerating_gpu_worker_gets_the_gpu_flavor_and_its_node_labels():
+    kueue = pool_kueue()
+    create(kueue, gpu_cluster("gpu", tolerations=[GPU_TOLERATION]))
+    create(kueue, raycluster("cpu", workers=1, cpu="1", memory="2Gi", queue="pool"))
+    settle(kueue)
+    assert flavors_of(workload(kueue, "gpu")) == {"head": {"cpu-workers"}, "small-group": {"gpu-a10g"}}
+    assert flavors_of(workload(kueue, "cpu")) == {"head": {"cpu-workers"}, "small-group": {"cpu-workers"}}
+    head, worker = templates(rc(kueue, "gpu"))
+    assert rc(kueue, "gpu")["spec"]["suspend"] is False
+    assert head["nodeSelector"] == {"node-role.kubernetes.io/worker": ""}
+    assert worker["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert head["tolerations"] == worker["tolerations"] == [GPU_TOLERATION]  # the flavor adds none
+    assert [t.get("nodeSelector") for t in templates(rc(kueue, "cpu"))] == [{"node-role.kubernetes.io/worker": ""}] * 2
+    assert ("Normal", "Started", "Admitted by clusterQueue pool-queue") in events(kueue, "gpu")
+    # the Workload keeps the templates as the job had them (what a stop restores)
+    assert all("nodeSelector" not in ps["template"]["spec"] for ps in workload(kueue, "gpu")["spec"]["podSets"])
+
+
+def test_an_untolerated_flavor_taint_is_skipped_with_kueues_reason():
+    kueue = pool_kueue()
+    create(kueue, gpu_cluster("no-toleration"))
+    settle(kueue)
+    wl = workload(kueue, "no-toleration")
+    c = cond(wl, "QuotaReserved")
+    message = f"couldn't assign flavors to pod set small-group: {GPU_NO_CPU_FLAVOR}, {GPU_TAINTED}"
+    assert (c["status"], c["reason"], c["message"]) == ("False", "Pending", message)
+    assert ("Warning", "Pending", message) in events(kueue, wl["metadata"]["name"])
+    assert rc(kueue, "no-toleration")["spec"]["suspend"] is True and cond(wl, "Admitted") is None
+
+
+@pytest.mark.parametrize("platform", ["rhoai-3.3", "rhoai-2.25"])
+def test_a_flavor_toleration_counts_and_is_added_to_the_pods_then_removed_on_eviction(platform):
+    kueue = pool_kueue(platform)
+    kueue.store.mutate(kueue.rf_t, None, "gpu-a10g", lambda f: f["spec"].update(tolerations=[GPU_TOLERATION]))
+    create(kueue, gpu_cluster("flavored"))
+    settle(kueue)
+    assert flavors_of(workload(kueue, "flavored"))["small-group"] == {"gpu-a10g"}
+    head, worker = templates(rc(kueue, "flavored"))
+    assert "tolerations" not in head  # head got cpu-workers, which has no tolerations
+    assert worker["tolerations"] == [GPU_TOLERATION] and worker["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    # Kueue v0.12 (3.3) also labels each template with its pod set's name; v0.11 (2.25) does not
+    labels = [(t.get("metadata") or {}).get("labels") for t in
+              (rc(kueue, "flavored")["spec"]["headGroupSpec"]["template"],
+               rc(kueue, "flavored")["spec"]["workerGroupSpecs"][0]["template"])]
+    assert labels == ([{"kueue.x-k8s.io/podset": "head"}, {"kueue.x-k8s.io/podset": "small-group"}]
+                      if platform == "rhoai-3.3" else [None, None])
+
+    def evict(o):
+        o["status"]["conditions"].append({"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout",
+                                          "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        o["status"]["requeueState"] = {"count": 1, "requeueAt": "2999-01-01T00:00:00Z"}
+    kueue.store.mutate(kueue.wl_t, NS, workload(kueue, "flavored")["metadata"]["name"], evict, subresource="status")
+    settle(kueue)
+    stopped = rc(kueue, "flavored")
+    assert stopped["spec"]["suspend"] is True
+    assert all("nodeSelector" not in t and "tolerations" not in t for t in templates(stopped))
+    assert not stopped["spec"]["workerGroupSpecs"][0]["template"].get("metadata", {}).get("labels")
+
+
+def test_required_node_affinity_and_selector_choose_among_flavors():
+    kueue = pool_kueue()
+    pinned = raycluster("pinned", workers=0, cpu="1", memory="2Gi", queue="pool", tolerations=[GPU_TOLERATION])
+    pinned["spec"]["headGroupSpec"]["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.present": "true"}
+    create(kueue, pinned)
+    # a key no flavor labels is left to kube-scheduler: it does not steer the flavor
+    host = raycluster("host", workers=0, cpu="1", memory="2Gi", queue="pool")
+    host["spec"]["headGroupSpec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "worker-1"}
+    create(kueue, host)
+    avoid = raycluster("avoid", workers=0, cpu="1", memory="2Gi", queue="pool")
+    avoid["spec"]["headGroupSpec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]}]}}}
+    create(kueue, avoid)
+    settle(kueue)
+    assert flavors_of(workload(kueue, "pinned"))["head"] == {"gpu-a10g"}
+    assert templates(rc(kueue, "pinned"))[0]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}  # kept, no conflict
+    assert flavors_of(workload(kueue, "host"))["head"] == {"cpu-workers"}
+    assert templates(rc(kueue, "host"))[0]["nodeSelector"] == {"kubernetes.io/hostname": "worker-1",
+                                                               "node-role.kubernetes.io/worker": ""}
+    assert cond(workload(kueue, "avoid"), "QuotaReserved")["message"] == (
+        f"couldn't assign flavors to pod set head: flavor cpu-workers doesn't match node affinity, {GPU_TAINTED}")
+
+
+def test_a_rayjobs_cluster_spec_and_submitter_template_get_the_flavor():
+    kueue = pool_kueue()
+    spec = raycluster("job", workers=0, cpu="1", memory="1Gi", queue=None)["spec"]
+    body = {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "job", "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "pool"}},
+            "spec": {"entrypoint": "python -c pass", "shutdownAfterJobFinishes": True, "rayClusterSpec": spec,
+                     "submitterPodTemplate": {"spec": {"restartPolicy": "Never", "containers": [
+                         {"name": "submit", "image": "x", "resources": {"requests": {"cpu": "500m"}}}]}}}}
+    kueue.admission("CREATE", kueue.rj_t, body, None)
+    kueue.store.create(kueue.rj_t, body)
+    settle(kueue)
+    job = kueue.store.get(kueue.rj_t, NS, "job")
+    assert job["spec"]["suspend"] is False
+    # head and the (0-replica) worker group: a pod set of 0 pods requests nothing and fits the first flavor
+    assert [t["nodeSelector"] for t in templates(job)] == [{"node-role.kubernetes.io/worker": ""}] * 2
+    assert job["spec"]["submitterPodTemplate"]["spec"]["nodeSelector"] == {"node-role.kubernetes.io/worker": ""}
+
+
+def test_pod_set_merge_conflicts_and_restore():
+    from kfp_ray_sandbox.controllers import kueue_podset
+
+    template = {"spec": {"nodeSelector": {"zone": "a"}, "tolerations": [GPU_TOLERATION]}}
+    original = kueue_podset.from_pod_set({"template": template})
+    with pytest.raises(kueue_podset.PodSetError, match="conflict for nodeSelector: conflict for key=zone, value1=a, value2=b"):
+        kueue_podset.merge(template, {"nodeSelector": {"zone": "b"}, "tolerations": []})
+    assert template["spec"]["nodeSelector"] == {"zone": "a"}  # nothing changed
+    kueue_podset.merge(template, {"nodeSelector": {"zone": "a", "gpu": "y"}, "tolerations": [GPU_TOLERATION, {"key": "k"}]})
+    assert template["spec"] == {"nodeSelector": {"zone": "a", "gpu": "y"}, "tolerations": [GPU_TOLERATION, {"key": "k"}]}
+    assert kueue_podset.restore(template, original) is True
+    assert template["spec"] == {"nodeSelector": {"zone": "a"}, "tolerations": [GPU_TOLERATION]}
+    assert kueue_podset.restore(template, original) is False
