@@ -27,7 +27,8 @@ def test_a_cluster_in_quota_but_too_big_for_any_node_waits_naming_the_shortage(s
     progress line says why and the startup timeout ends it with that cause."""
     with pytest.raises(StartupTimeout) as err:
         tasks.provision(run_id="run-too-big", cluster_name="too-big", namespace=NS, local_queue="local-queue-test",
-                        num_workers=0, head_cpu="8", head_memory="1Gi", admission_timeout=60, startup_timeout=12)
+                        num_workers=0, head_cpu="8", head_memory="1Gi", admission_timeout=60,
+                        startup_timeout=35)  # progress lines come every 15 s: the first may precede the pod
     out = capsys.readouterr().out
     assert re.search(r"starting: head Pending \(unschedulable\); head not scheduled: waiting for room on a node "
                      r"\(2 Insufficient cpu; other nodes: .*untolerated taint \{nvidia.com/gpu: true\}", out), out
