@@ -1,9 +1,12 @@
-"""Every training pipeline in lifecycle "rayjob", from its compiled YAML through the sandbox's
+"""A training pipeline in lifecycle "rayjob", from its compiled YAML through the sandbox's
 Data Science Pipelines server: one run_ray_job task, a KubeRay RayJob that creates and
 deletes its own cluster; the same results as the RayCluster path (tests/pipelines/
-test_run_local.py, test_run_fashion_mnist.py) and nothing left behind. Head-only clusters
-(one Ray node to start on this 2-core machine; the RayCluster runs have workers). Which
-branch a lifecycle value runs: tests/unit/test_dag.py."""
+test_run_local.py) and nothing left behind. A head-only cluster (one Ray node to start on
+this 2-core machine; the RayCluster runs have workers). One pipeline runs here: every
+training pipeline reaches run_ray_job through the same `train_on_ray` branch (which branch a
+lifecycle value runs: tests/unit/test_dag.py; the component itself, both lifecycles:
+components/run_ray_job/tests). fashion_mnist and ray_training ran here too until the suite
+outgrew its 20 minutes; their RayCluster runs stay (test_run_fashion_mnist.py, test_run_local.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import re
 
 import pytest
 
-from tests.pipelines.cli_runs import ROOT, run_cli, summary_metrics
+from tests.pipelines.cli_runs import run_cli, summary_metrics
 
 pytestmark = pytest.mark.ray
 
@@ -35,22 +38,3 @@ def test_xgboost_tune_as_a_rayjob(tmp_path):
     html = next((tmp_path / "out").glob("**/publish-training-results/*/html_report")).read_text()
     assert all(f'<th scope="row">{p}</th>' in html for p in ("queued", "starting", "job", "teardown"))
     assert "RayJob (K8sJobMode)" in html
-
-
-def test_fashion_mnist_as_a_rayjob():
-    # Ray Train's 2 workers on the head alone (2 CPUs): a worker pod would unpack torch again
-    run = run_cli("fashion_mnist", "epochs=3", "num_workers=0", "head_cpu=2", "lifecycle=rayjob")
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    ran_as_rayjob(run.stdout)
-    m = summary_metrics(run.stdout)
-    assert m["accuracy"] > 0.6 and m["workers"] == 2
-
-
-def test_generic_ray_training_as_a_rayjob():
-    run = run_cli("ray_training", "entrypoint=python xgboost_tune.py --samples 2 --concurrent 2 --rounds 30",
-                  f"working_dir={ROOT / 'pipelines' / 'jobs'}", "dataset=breast_cancer", "num_workers=0", "head_cpu=2",
-                  "head_memory=2Gi", 'requirements=["xgboost-cpu==3.2.0", "boto3==1.44.5"]', "lifecycle=rayjob")
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    ran_as_rayjob(run.stdout)
-    assert summary_metrics(run.stdout)["accuracy"] > 0.85
-    assert re.search(r"model: s3://kfp-ray/runs/\S+/model/model.json", run.stdout)

@@ -4,6 +4,8 @@ failure, that the exit handler's task runs whatever happened, and where inputs c
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -100,3 +102,27 @@ def test_the_data_connection_becomes_secret_env_with_optional_keys_kept_optional
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env}
     assert refs["AWS_ACCESS_KEY_ID"] == {"name": "aws-connection-minio", "key": "AWS_ACCESS_KEY_ID"}
     assert refs["AWS_DEFAULT_REGION"] == {"name": "aws-connection-minio", "key": "AWS_DEFAULT_REGION", "optional": True}
+
+
+@pytest.mark.parametrize("pipeline", ["fashion_mnist", "ray_training", "xgboost_tune"])
+def test_both_lifecycle_branches_hand_the_job_the_same_inputs(pipeline):
+    """What a run in lifecycle "rayjob" submits is what the RayCluster branch submits: the same
+    entrypoint, code, requirements and cluster shape from the same pipeline parameters (the
+    RayJob CLI run of xgboost_tune, tests/pipelines/test_run_rayjob.py, stands for the others)."""
+    pipeline_spec = next(yaml.safe_load_all((ROOT / "compiled" / f"{pipeline}.yaml").read_text()))
+    tasks = {name: t for c in pipeline_spec["components"].values() for name, t in (c.get("dag") or {}).get("tasks", {}).items()}
+
+    def constant_inputs(*names):
+        out = {}
+        for name in names:
+            for key, value in tasks[name]["inputs"].get("parameters", {}).items():
+                if "componentInputParameter" in value or "runtimeValue" in value:
+                    # each branch refers to its own stage-dataset task (KFP numbers the second one)
+                    out[key] = re.sub(r"(stage-dataset)-\d+", r"\1", json.dumps(value, sort_keys=True))
+        return out
+
+    cluster = constant_inputs("provision-ray-cluster", "submit-ray-job")
+    rayjob = constant_inputs("run-ray-job")
+    shared = set(cluster) & set(rayjob)
+    assert {"entrypoint", "num_workers", "worker_gpus", "tolerations", "image"} <= shared, sorted(shared)
+    assert {k: rayjob[k] for k in shared} == {k: cluster[k] for k in shared}
