@@ -16,8 +16,10 @@ pytestmark = pytest.mark.ray
 
 @pytest.mark.parametrize("platform", ["rhoai-3.3", "rhoai-2.25"])
 def test_interactive_train_through_the_cli(tmp_path, platform):
-    """On either release: the CA secret is cert-manager's on 3.x, the CodeFlare operator's on 2.x."""
-    run = run_cli("interactive_train", "epochs=3", keep=tmp_path / "out", platform=platform)
+    """On either release: the CA secret is cert-manager's on 3.x, the CodeFlare operator's on 2.x.
+    2.25 trains one epoch: the release differs in the platform, not the training."""
+    epochs = 3 if platform == "rhoai-3.3" else 1
+    run = run_cli("interactive_train", f"epochs={epochs}", keep=tmp_path / "out", platform=platform)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     out = run.stdout
     assert "interactive_train: SUCCEEDED" in out
@@ -28,19 +30,19 @@ def test_interactive_train_through_the_cli(tmp_path, platform):
     assert re.search(r"run-ray-driver \| \[kfp-ray\] mTLS: client certificate signed by RayCluster \S+'s CA", out)
     assert re.search(r"connecting to ray://ray-\S+-head-svc\.sandbox\.svc:10001 as a Ray client", out)
     # its output and its Ray Train workers' output stream into the task's log, live
-    assert re.search(r"run-ray-driver \| .*\(RayTrainWorker pid=\d+.*Reporting training result 3", out)
+    assert re.search(rf"run-ray-driver \| .*\(RayTrainWorker pid=\d+.*Reporting training result {epochs}", out)
     assert "run-ray-driver | best epoch" in out
     # the quota goes as soon as the driver is done, not only in the exit handler
     assert re.search(r"run-ray-driver \| \[kfp-ray\] deleted RayCluster", out)
     m = summary_metrics(out)
-    assert m["accuracy"] > 0.8 and m["checkpoints"] == 3  # 10 digit classes: chance is 10%
-    assert re.search(r"in S3 under s3://kfp-ray/runs/\S+: \d+ objects, [3-9]\d* checkpoint files", out)
+    assert m["accuracy"] > (0.8 if epochs == 3 else 0.5) and m["checkpoints"] == epochs  # 10 classes: chance is 10%
+    assert re.search(rf"in S3 under s3://kfp-ray/runs/\S+: \d+ objects, [{epochs}-9]\d* checkpoint files", out)
     model = re.search(r"model: (s3://kfp-ray/runs/\S+/checkpoints/interactive_train/checkpoint_\S+/weights.npy)", out)
     assert model, out[-3000:]
     outputs = tmp_path / "out"
     result = json.loads(next(outputs.glob("**/run-ray-driver/*/executor_output.json")).read_text())
     returned = json.loads(result["parameterValues"]["result"])
-    assert returned["model_uri"] == model.group(1) and len(returned["history"]["series"]["test_accuracy"]) == 3
+    assert returned["model_uri"] == model.group(1) and len(returned["history"]["series"]["test_accuracy"]) == epochs
     html = next(outputs.glob("**/publish-training-results/*/html_report")).read_text()
     assert all(f'<th scope="row">{p}</th>' in html for p in ("queued", "starting", "job", "teardown"))
     assert html.count('class="cell"') == 100 and "checkpoints" in html  # the 10x10 confusion matrix

@@ -18,9 +18,9 @@ def test_fashion_mnist_ray_train_through_the_cli_with_a_gpu_worker():
     # machine, and two nodes still make it distributed. worker_gpus=1: the worker lands on the
     # pool's GPU node (the pipeline tolerates its taint) and its Ray node advertises the GPU;
     # training stays on CPU (use_gpu=false: there is no CUDA here).
-    run = run_cli("fashion_mnist", "epochs=8", "num_workers=1", "worker_gpus=1")
+    run = run_cli("fashion_mnist", "epochs=3", "num_workers=1", "worker_gpus=1")
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert re.search(r"pods on nodes: head worker-\d, worker gpu-worker-0", run.stdout), run.stdout[-4000:]
     m = summary_metrics(run.stdout)
-    assert m["accuracy"] > 0.8 and m["workers"] == 2  # 10 classes: chance is 10%
+    assert m["accuracy"] > 0.6 and m["workers"] == 2  # 10 classes: chance is 10%
     assert re.search(r"[1-9]\d* checkpoint files, model yes", run.stdout)

@@ -69,8 +69,27 @@ def test_cluster_selector_rayjob_on_the_sdk_py312_image(sbx, default_ns, as_admi
     env = driver.client_certificate(driver.ca_secret("py312", NS, timeout=30), "py312", NS, str(tmp_path))
     svc = v1.read_namespaced_service("py312-head-svc", NS)
     port = next(p.port for p in svc.spec.ports if p.name == "client")
-    probe = subprocess.run([sys.executable, "-c", f"import ray; ray.init('ray://{svc.spec.cluster_ip}:{port}')"],
-                           env={**os.environ, **env}, capture_output=True, text=True, timeout=180)
+    for _ in range(3):
+        probe = subprocess.run([sys.executable, "-c", f"import ray; ray.init('ray://{svc.spec.cluster_ip}:{port}')"],
+                               env={**os.environ, **env}, capture_output=True, text=True, timeout=180)
+        # Ray's proxy starts a client server per connection, before any version check; on a loaded
+        # machine one has died at start (seen once in a full suite): that server's own log says why,
+        # and a new connection gets a new server
+        if "Starting Ray client server failed" not in probe.stderr:
+            break
+        print(_client_server_logs(sbx, "py312"))
     assert probe.returncode != 0, probe.stdout
     assert "Version mismatch: The cluster was started with:" in probe.stderr, probe.stderr[-3000:]
     assert "Python: 3.12." in probe.stderr and f"Python: {sys.version_info[0]}.{sys.version_info[1]}." in probe.stderr
+
+
+def _client_server_logs(sbx, cluster: str) -> str:
+    """The head's ray_client_server_*.err logs (Ray's proxy names them in its error)."""
+    from pathlib import Path
+
+    out = []
+    for proc in sbx.processes():
+        if proc["cluster"] == cluster:
+            for f in sorted(Path(proc["temp_dir"]).glob("session_latest/logs/ray_client_server_*.err")):
+                out.append(f"--- {f.name}\n{f.read_text(errors='replace')[-2000:]}")
+    return "\n".join(out)
