@@ -51,7 +51,7 @@ def pytest_configure(config):
     signal.signal(signal.SIGTERM, controller_sigterm)
 
 
-# Modules that take longest, started first: under xdist (`-n 4 --dist loadscope
+# Modules that take longest, started first: under xdist (`-n 3 --dist loadscope
 # --no-loadscope-reorder`, pyproject.toml) each module runs whole on one worker, in this order,
 # so the longest do not end up last, alone. The fault matrix runs its rows concurrently and
 # spends most of its time waiting (3-minute outages), while other workers run the rest. (The
