@@ -62,6 +62,7 @@ from .. import quantity, rayimage
 from ..apiserver import errors
 from ..apiserver.errors import ApiError
 from ..apiserver.store import now_rfc3339
+from ..nodepool import GPU_TAINT
 from ..raynode import NODE_ENV, PodProcess, RayNode, free_port, ray_env
 from . import podcerts, scheduler
 from .backoff import Backoff, go_duration
@@ -356,6 +357,10 @@ class Kubelet(Controller):
         if pod["spec"].get("schedulingGates"):
             self._unschedulable(pod, status, "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")
             return
+        cluster = (pod["metadata"].get("labels") or {}).get("ray.io/cluster", "")
+        if self.faults.for_cluster(cluster).get("taint"):  # this cluster's pods see the CPU workers GPU-tainted
+            nodes = [n if (n.get("spec") or {}).get("taints") else {**n, "spec": {**(n.get("spec") or {}),
+                     "taints": [dict(GPU_TAINT)]}} for n in nodes]
         decision = scheduler.place(pod, nodes, usage)
         if decision.node is None:
             attempts, _ = self.queue.get(uid, (0, 0.0))

@@ -4,8 +4,8 @@ Each node of the pool gets capacity and allocatable from its group (allocatable 
 OpenShift kubelet reserves: systemReserved cpu 500m, memory 1Gi, ephemeral-storage 1Gi;
 eviction threshold memory.available 100Mi), its group's labels and taints, conditions Ready
 and no pressure, and addresses InternalIP 127.0.0.1 and Hostname (every pod runs on this
-machine). While any `taint` cluster fault is set, the nodes without taints of their own (the
-CPU workers) carry the GPU taint too, so a pod that does not tolerate it fits nowhere.
+machine). The `taint` cluster fault leaves the Nodes as they are: the scheduler sees the GPU taint
+on the CPU workers for that cluster's pods alone (kubelet.py), so concurrent tests do not see it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import quantity
 from ..apiserver.store import now_rfc3339
-from ..nodepool import GPU_TAINT, OPENSHIFT, NodeGroup
+from ..nodepool import OPENSHIFT, NodeGroup
 from .base import Controller
 
 KUBELET_VERSION = "v1.31.6"  # the API server's gitVersion
@@ -84,7 +84,7 @@ def allocatable(cap: dict[str, str]) -> dict[str, str]:
 
 
 class NodeController(Controller):
-    """Registers the pool's nodes and keeps their taints (the `taint` fault) current."""
+    """Registers the pool's nodes and keeps their taints as their groups say."""
 
     name = "node"
     resync = 2.0
@@ -94,9 +94,6 @@ class NodeController(Controller):
         self.faults, self.root, self.pool = faults, root, tuple(pool)
         self.node_t = self.rt("", "nodes")
         self._static: dict | None = None
-
-    def tainted(self) -> bool:
-        return any((f or {}).get("taint") for f in (self.faults.get().get("clusters") or {}).values())
 
     def _static_parts(self) -> dict:
         if self._static is None:
@@ -119,8 +116,6 @@ class NodeController(Controller):
         static = self._static_parts()
         cap = capacity(group, static["disk"])
         taints = [dict(t) for t in group.taints]
-        if not taints and self.tainted():
-            taints = [dict(GPU_TAINT, timeAdded=now_rfc3339())]
         labels = {**static["labels"], **group.labels, "kubernetes.io/hostname": name,
                   "node.kubernetes.io/instance-type": group.instance_type,
                   "beta.kubernetes.io/instance-type": group.instance_type}
