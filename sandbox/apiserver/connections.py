@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 
-from .websocket import SESSIONS
+from .websocket import SESSIONS, SocketWriter
 
 
 class Upgraded(ConnectionError):
@@ -14,7 +13,7 @@ class Upgraded(ConnectionError):
     on it (it treats a ConnectionError as a dropped connection)."""
 
 
-class RawConnection:
+class RawConnection(SocketWriter):
     """An HTTP connection upgraded to SPDY/3.1 (httpstream's Handshake, as the kubelet answers
     it): the SPDY byte stream directly on the socket, with WebSocket's send/receive/close."""
 
@@ -30,31 +29,14 @@ class RawConnection:
             self._sessions.add(self)
 
     def send(self, data: bytes) -> bool:
-        with self._lock:
-            if self.closed.is_set():
-                return False
-            try:
-                self.sock.sendall(data)
-                return True
-            except OSError:
-                self.closed.set()
-                return False
+        return self._write(data)
 
     def receive(self) -> bytes | None:
         if self.closed.is_set():
             return None
-        try:
-            data = self.rfile.read1(65536)
-        except (OSError, ValueError):
-            data = b""
-        return data or None
+        return self._read_chunk() or None
 
     def close(self) -> None:
         with self._lock:
             self.closed.set()
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        if self._sessions is not None:
-            self._sessions.discard(self)
+        self._hang_up()

@@ -27,7 +27,39 @@ def offered_protocols(headers) -> list[str]:
     return [p.strip() for p in (headers.get("Sec-WebSocket-Protocol") or "").split(",") if p.strip()]
 
 
-class WebSocket:
+class SocketWriter:
+    """Writes to an upgraded connection's socket, one writer at a time; after a failed write
+    the connection counts as closed (`sock`, `_lock` and `closed` are the subclass's)."""
+
+    def _write(self, raw: bytes) -> bool:
+        with self._lock:
+            if self.closed.is_set():
+                return False
+            try:
+                self.sock.sendall(raw)
+                return True
+            except OSError:
+                self.closed.set()
+                return False
+
+    def _read_chunk(self) -> bytes:
+        """What the client sent next (werkzeug's buffered reader first); b"" once it is gone."""
+        try:
+            return self.rfile.read1(65536)
+        except (OSError, ValueError):
+            return b""
+
+    def _hang_up(self) -> None:
+        """End the connection both ways and leave the server's live sessions."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if self._sessions is not None:
+            self._sessions.discard(self)
+
+
+class WebSocket(SocketWriter):
     """One accepted WebSocket: whole messages in, binary messages out."""
 
     def __init__(self, environ: dict, protocol: str):
@@ -53,17 +85,6 @@ class WebSocket:
         """One binary message; False once the connection is gone."""
         return self._write(self._frames.send_data(bytes(data), fin=True))
 
-    def _write(self, raw: bytes) -> bool:
-        with self._lock:
-            if self.closed.is_set():
-                return False
-            try:
-                self.sock.sendall(raw)
-                return True
-            except OSError:
-                self.closed.set()
-                return False
-
     def receive(self) -> bytes | None:
         """The next whole data message (text as UTF-8 bytes), answering pings; None once the
         client closed, or the connection ended."""
@@ -77,10 +98,7 @@ class WebSocket:
                 return message if message is not _CLOSED else None
             if self.closed.is_set():
                 return None
-            try:
-                chunk = self.rfile.read1(65536)
-            except (OSError, ValueError):
-                chunk = b""
+            chunk = self._read_chunk()
             if not chunk:
                 self.closed.set()
                 return None
@@ -116,9 +134,4 @@ class WebSocket:
                 self.sock.sendall(self._frames.close(code))
             except (OSError, ParseFailed):
                 pass
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        if self._sessions is not None:
-            self._sessions.discard(self)
+        self._hang_up()
