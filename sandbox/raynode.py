@@ -205,12 +205,17 @@ def stop_container(proc: subprocess.Popen, targets: list[int], grace: float, str
         time.sleep(0.1)
     for pid in targets + strays():
         _signal(pid, signal.SIGKILL)
+    kill_group(proc, 5)
+
+
+def kill_group(proc: subprocess.Popen, wait_s: float) -> None:
+    """SIGKILL to proc's process group, then reap proc (waiting at most `wait_s`)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     try:
-        proc.wait(timeout=5)
+        proc.wait(timeout=wait_s)
     except subprocess.TimeoutExpired:
         pass
 

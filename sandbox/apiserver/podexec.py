@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import subprocess
 import threading
 
+from ..raynode import kill_group
 from . import errors, spdy
 from .connections import RawConnection, Upgraded
 from .websocket import WebSocket
@@ -142,17 +142,8 @@ class Exec:
         self._kill()
 
     def _kill(self) -> None:
-        proc = self.proc
-        if proc is None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        if self.proc is not None:
+            kill_group(self.proc, 10)
 
 
 class Channels:
