@@ -251,3 +251,34 @@ def test_each_demo_pipeline_carries_its_own_job_and_not_its_siblings(job, other)
         code = {name for name in files if name.startswith("code/")}
         assert code == {f"code/{job}.py", "code/storage.py", f"code/requirements/{job}.txt"}, code
         assert f"code/{other}.py" not in files
+
+
+def test_the_disk_cache_gives_what_a_build_gives_and_never_a_stale_entry(tmp_path, monkeypatch):
+    """components/slim_cache.py: an entry is the build's output; a changed runtime module is
+    another key (so a stale entry is never read); a damaged entry is rebuilt; `off` builds."""
+    from kfp_ray.components import _build, provision_ray_cluster, slim_cache
+
+    src = tmp_path / "runtime"
+    shutil.copytree(_build.runtime_dir(), src, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv(slim_cache.CACHE_ENV, str(tmp_path / "cache"))
+    func = _slim.function_source(provision_ray_cluster.python_func)
+    built = []
+
+    def build():
+        built.append(1)
+        return _slim._runtime_files(func, src)
+
+    first = slim_cache.cached(func, src, build)
+    assert first == _slim._runtime_files(func, src) and len(built) == 1
+    assert slim_cache.cached(func, src, build) == first and len(built) == 1  # read, not built
+    (entry,) = (tmp_path / "cache").glob("*.json")
+    entry.write_text("{not json")
+    assert slim_cache.cached(func, src, build) == first and len(built) == 2  # damaged: rebuilt
+    module = next(p for p in sorted(src.glob("*.py")) if p.stem != "__init__")
+    module.write_text(module.read_text() + "\nADDED_LATER = 1\n")
+    assert slim_cache.key(func, src) != entry.stem
+    slim_cache.cached(func, src, build)
+    assert len(built) == 3 and len(list((tmp_path / "cache").glob("*.json"))) == 2
+    monkeypatch.setenv(slim_cache.CACHE_ENV, "off")
+    slim_cache.cached(func, src, build)
+    assert len(built) == 4
