@@ -51,39 +51,100 @@ def pytest_configure(config):
     signal.signal(signal.SIGTERM, controller_sigterm)
 
 
-# Modules that take longest, started first: under xdist (`-n 3 --dist loadscope
-# --no-loadscope-reorder`, pyproject.toml) each module runs whole on one worker, in this order,
-# so the longest do not end up last, alone. The fault matrix runs its rows concurrently and
-# spends most of its time waiting (3-minute outages), while other workers run the rest. (The
-# owner-death tests, which start three sandboxes at once, keep their place mid-suite: at the
-# start they would add to the matrix's and the CLI runs' Ray start-ups.)
+# The order modules start in. Under xdist (`-n 3 --dist loadscope --no-loadscope-reorder`,
+# pyproject.toml) each module runs whole on one worker, handed out in this order as workers
+# free up: longest first (LPT), so that no long module starts late and runs alone at the end
+# (a 2.5-minute tail at a quarter of the CPU before this order). The suite is CPU-bound on
+# this 2-core machine, so a worker's seconds are roughly its share of the CPU.
+# The fault matrix runs its rows concurrently and spends most of its time waiting (3-minute
+# outages), while other workers run the rest. Ray-free modules come right after it, so the
+# other workers' first Ray start-ups come after the matrix's first rows have started theirs
+# (most failures seen under xdist were start-ups at once in the first minutes).
 FIRST = (
     "tests/reliability/test_fault_matrix.py",
-    # Ray-free modules next, so the other workers' first Ray start-ups come after the
-    # matrix's first rows have started theirs (most failures seen under xdist were start-ups
-    # at once in the first minutes).
     "tests/unit/test_apiserver.py",
     "tests/unit/test_kueue.py",
     "tests/unit/test_runtime.py",
     "tests/unit/test_schema.py",
     "tests/unit/test_openapi.py",
-    # the longest runs next (each module stays on one worker: --dist loadscope)
-    "tests/pipelines/test_run_fashion_mnist.py",
-    "tests/pipelines/test_run_rayjob.py",
-    "tests/pipelines/test_run_local.py",
-    "tests/pipelines/test_interactive_train.py",
-    "tests/pipelines/test_job_contract.py",
-    "tests/components/test_pipeline.py",
-    "components/provision_ray_cluster/tests/test_provision.py",
-    "tests/sandbox/test_faults.py",
-    "components/provision_ray_cluster/tests/test_platform.py",
-    "tests/reliability/test_sweeper.py",
 )
+# Seconds per module in a whole `make test` (--durations=0, summed per module, 2026-11-26);
+# refresh when a module grows. Modules not listed (all under 8 s, or new) go last, in
+# collection order, where short ones fill the workers' ends.
+MEASURED_S = {
+    "tests/pipelines/test_run_local.py": 358,
+    "tests/pipelines/test_interactive_train.py": 280,
+    "tests/pipelines/test_job_contract.py": 226,
+    "tests/reliability/test_owner_death.py": 213,
+    "tests/pipelines/test_run_fashion_mnist.py": 174,
+    "tests/pipelines/test_run_rayjob.py": 139,
+    "tests/sandbox/test_nodes.py": 125,
+    "components/run_ray_job/tests/test_entrypoint.py": 121,
+    "tests/sandbox/test_rayjob_images.py": 120,
+    "tests/components/test_pipeline.py": 118,
+    "components/provision_ray_cluster/tests/test_provision.py": 118,
+    "tests/sandbox/test_pipeline_server.py": 110,
+    "tests/sandbox/test_rayjob.py": 104,
+    "components/run_ray_job/tests/test_run.py": 98,
+    "components/provision_ray_cluster/tests/test_platform.py": 88,
+    "tests/sandbox/test_faults.py": 74,
+    "tests/reliability/test_sweeper.py": 68,
+    "tests/sandbox/test_codeflare_sdk.py": 64,
+    "tests/pipelines/test_cluster_cli.py": 50,
+    "components/follow_ray_job/tests/test_follow.py": 49,
+    "tests/contract/test_kubectl_streams.py": 46,
+    "tests/reliability/test_benchmark_owners.py": 40,
+    "components/submit_ray_job/tests/test_submit.py": 37,
+    "tests/contract/test_kubectl.py": 37,
+    "tests/sandbox/test_rayjob_order.py": 35,
+    "tests/pipelines/test_compile_options.py": 28,
+    "components/provision_ray_cluster/tests/test_pod_failures.py": 27,
+    "tests/sandbox/test_kueue_eviction.py": 26,
+    "components/teardown_ray_cluster/tests/test_teardown.py": 25,
+    "tests/sandbox/test_kuberay.py": 24,
+    "tests/pipelines/test_server_cli.py": 23,
+    "components/follow_ray_job/tests/test_redaction.py": 22,
+    "tests/pipelines/test_compiled.py": 20,
+    "tests/sandbox/test_rbac_rules.py": 18,
+    "components/sweep_ray_clusters/tests/test_sweep.py": 18,
+    "components/follow_ray_job/tests/test_cancel.py": 17,
+    "tests/sandbox/test_imagehooks.py": 17,
+    "tests/sandbox/test_ray_client_tls.py": 16,
+    "tests/unit/test_packaging.py": 15,
+    "tests/pipelines/test_doctor.py": 14,
+    "tests/report/test_report_html.py": 14,
+    "tests/sandbox/test_cli.py": 14,
+    "components/follow_ray_job/tests/test_delete.py": 13,
+    "components/provision_ray_cluster/tests/test_identity.py": 13,
+    "tests/sandbox/test_quota.py": 11,
+    "tests/sandbox/test_lifecycle.py": 11,
+    "tests/unit/test_local_env.py": 11,
+    "components/provision_ray_cluster/tests/test_queue_and_namespace.py": 11,
+    "components/provision_ray_cluster/tests/test_cancel.py": 10,
+    "tests/pipelines/test_cli.py": 10,
+    "components/follow_ray_job/tests/test_outage.py": 10,
+    "tests/reliability/test_watchdog.py": 10,
+    "tests/pipelines/test_cluster_down.py": 10,
+    "tests/unit/test_apiserver.py": 10,
+    "tests/pipelines/test_gc.py": 9,
+    "tests/unit/test_build.py": 9,
+    "tests/unit/test_rayimage.py": 9,
+    "tests/unit/test_slim.py": 8,
+}
+
+# Placed as if this long: the owner-death tests start three sandboxes at once, which at the
+# start would add to the matrix's and the CLI runs' Ray start-ups
+MID_SUITE = {"tests/reliability/test_owner_death.py": 110}
 
 
 def pytest_collection_modifyitems(config, items):
-    rank = {path: i for i, path in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(FIRST)))  # stable: the rest keep their order
+    def rank(item):
+        module = item.nodeid.split("::", 1)[0]
+        if module in FIRST:
+            return (0, FIRST.index(module))
+        return (1, -min(MEASURED_S.get(module, 0), MID_SUITE.get(module, 1e9)))
+
+    items.sort(key=rank)  # stable: a module's tests, and the unlisted modules, keep their order
 
 
 def pytest_runtest_logreport(report):
