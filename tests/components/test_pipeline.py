@@ -1,5 +1,6 @@
 """The four components chained in an ExitHandler, run with kfp.local against the sandbox
-as RHOAI's pipeline-runner: green, red, and never a leaked cluster, quota or secret."""
+as RHOAI's pipeline-runner: green, and never a leaked cluster, quota or secret. (Red runs, and
+their teardown, are the fault matrix's: tests/reliability, rows job_exits_nonzero onwards.)"""
 
 from __future__ import annotations
 
@@ -45,11 +46,3 @@ def test_pipeline_runs_green_and_leaves_nothing(box, sbx, run_local, tmp_path):
     leaked = [s[:4] + "..." for s in secrets if s in written]
     assert leaked == []
 
-
-def test_failed_job_fails_the_pipeline_and_still_tears_down(sbx, run_local):
-    result, log = run_local(PIPELINE, {"entrypoint": "python -c 'raise SystemExit(\"training diverged\")'", "num_workers": 0})
-    assert result["status"] == "FAILURE"
-    assert "training diverged" in log and "FAILED" in log
-    assert "Task \x1b[96m'teardown-ray-cluster'\x1b[0m finished with status \x1b[92mSUCCESS" in log or \
-        "'teardown-ray-cluster' finished with status SUCCESS" in log
-    assert_nothing_left(sbx)
