@@ -68,7 +68,7 @@ FIRST = (
     "tests/unit/test_schema.py",
     "tests/unit/test_openapi.py",
 )
-# Seconds per module in a whole `make test` (--durations=0, summed per module, 2026-11-26, f1e3b14);
+# Seconds per module in a whole `make test` (--durations=0, summed per module; 2026-11-26, 531f11a less the runs f1e3b14 dropped);
 # refresh when a module grows. Modules not listed (all under 8 s, or new) go last, in
 # collection order, where short ones fill the workers' ends.
 MEASURED_S = {
