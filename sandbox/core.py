@@ -195,7 +195,7 @@ class Sandbox:
             self.gateway_http.start()
         self._bootstrap()
         accounts = ServiceAccountsController(self.store, self.registry, self.ca.ca_pem)
-        node = NodeController(self.store, self.registry, self.faults, self.state_dir, pool=self.nodes)
+        node = NodeController(self.store, self.registry, self.state_dir, pool=self.nodes)
         for c in (accounts, node):  # the node and every `default` account exist once start returns
             c.reconcile()
         self.controllers = [kueue, kuberay, rayjobs, self.kubelet, self.proxy, accounts, node,

@@ -84,14 +84,16 @@ def allocatable(cap: dict[str, str]) -> dict[str, str]:
 
 
 class NodeController(Controller):
-    """Registers the pool's nodes and keeps their taints as their groups say."""
+    """Registers the pool's nodes, as each node's kubelet does: a Node that is missing (never
+    made, or deleted) is created from its group; one that exists is left as it is (a taint or
+    cordon someone adds stays, as on a real cluster)."""
 
     name = "node"
     resync = 2.0
 
-    def __init__(self, store, registry, faults, root: Path | None = None, pool=OPENSHIFT):
+    def __init__(self, store, registry, root: Path | None = None, pool=OPENSHIFT):
         super().__init__(store, registry)
-        self.faults, self.root, self.pool = faults, root, tuple(pool)
+        self.root, self.pool = root, tuple(pool)
         self.node_t = self.rt("", "nodes")
         self._static: dict | None = None
 
@@ -130,26 +132,11 @@ class NodeController(Controller):
                            "nodeInfo": dict(static["nodeInfo"]), "images": []}}
 
     def reconcile(self) -> None:
+        # runs on every change to the store: a lookup per node, the Node built only when missing
         for group in self.pool:
             for name in group.node_names():
-                self._sync(self.desired(group, name))
-
-    def _sync(self, want: dict) -> None:
-        name = want["metadata"]["name"]
-        node = self.store.find(self.node_t, None, name)
-        if node is None:
-            self.store.create(self.node_t, want)
-            return
-        if _taint_keys(node) != _taint_keys(want):
-            def set_taints(n):
-                n["spec"] = {k: v for k, v in (n.get("spec") or {}).items() if k != "taints"}
-                if want["spec"].get("taints"):
-                    n["spec"]["taints"] = want["spec"]["taints"]
-            self.store.mutate(self.node_t, None, name, set_taints)
-
-
-def _taint_keys(node: dict) -> list:
-    return [(t.get("key"), t.get("value"), t.get("effect")) for t in (node.get("spec") or {}).get("taints") or []]
+                if self.store.find(self.node_t, None, name) is None:
+                    self.store.create(self.node_t, self.desired(group, name))
 
 
 def _uuid(hex32: str) -> str:

@@ -317,7 +317,7 @@ def node(env, monkeypatch, tmp_path):
         return n
 
     monkeypatch.setattr(kubelet_mod, "RayNode", factory)
-    NodeController(env.store, env.reg, env.faults, tmp_path).reconcile()  # the pool the scheduler places pods on
+    NodeController(env.store, env.reg, tmp_path).reconcile()  # the pool the scheduler places pods on
     kl = Kubelet(env.store, env.reg, env.net, env.faults, tmp_path)
     yield kl, made, ignore
     kl.shutdown()

@@ -7,14 +7,13 @@ from kfp_ray_sandbox.apiserver.resources import Registry
 from kfp_ray_sandbox.apiserver.store import Store
 from kfp_ray_sandbox.controllers.node import NodeController
 from kfp_ray_sandbox.controllers.serviceaccounts import ServiceAccountsController
-from kfp_ray_sandbox.faults import Faults
 from kfp_ray_sandbox.nodepool import GPU_TAINT, NodeGroup, flavors
 
 
-def test_the_pool_is_an_openshift_cluster_and_a_taint_fault_leaves_its_nodes_alone(tmp_path):
-    reg, store, faults = Registry(), Store(), Faults()
+def test_the_pool_is_an_openshift_cluster_whose_nodes_are_registered_and_then_left_alone(tmp_path):
+    reg, store = Registry(), Store()
     node_t = reg.get("", "nodes")
-    ctrl = NodeController(store, reg, faults, tmp_path)
+    ctrl = NodeController(store, reg, tmp_path)
     ctrl.reconcile()
     nodes = {n["metadata"]["name"]: n for n in store.list(node_t)[0]}
     assert sorted(nodes) == ["gpu-worker-0", "master-0", "master-1", "master-2", "worker-0", "worker-1"]
@@ -35,16 +34,21 @@ def test_the_pool_is_an_openshift_cluster_and_a_taint_fault_leaves_its_nodes_alo
     assert worker["metadata"]["labels"]["kubernetes.io/hostname"] == "worker-0"
     assert worker["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "m6i.2xlarge"
 
-    faults.set({"clusters": {"gpu-*": {"taint": True}}})  # seen by the scheduler for that cluster only
     rv = store.rv
     ctrl.reconcile()
-    assert store.rv == rv and not store.get(node_t, None, "worker-0")["spec"].get("taints")
+    assert store.rv == rv  # every node there: nothing written
+    # a taint someone adds stays (the `taint` fault never touches Nodes: the scheduler sees it per cluster)
+    store.mutate(node_t, None, "worker-0", lambda n: n["spec"].update(taints=[dict(GPU_TAINT)]))
+    store.delete(node_t, None, "worker-1")
+    ctrl.reconcile()
+    assert [t["key"] for t in store.get(node_t, None, "worker-0")["spec"]["taints"]] == ["nvidia.com/gpu"]
+    assert not store.get(node_t, None, "worker-1")["spec"].get("taints")  # a deleted node is registered again
 
 
 def test_a_pool_of_ones_own(tmp_path):
     reg, store = Registry(), Store()
     pool = (NodeGroup("big", 1, 64, 256, "m6i.16xlarge", flavor="big", selector={"size": "big"}, labels={"size": "big"}),)
-    NodeController(store, reg, Faults(), tmp_path, pool=pool).reconcile()
+    NodeController(store, reg, tmp_path, pool=pool).reconcile()
     (node,), _ = store.list(reg.get("", "nodes"))
     assert node["metadata"]["name"] == "big-0" and node["status"]["capacity"]["cpu"] == "64"
     assert flavors(pool) == [{"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",

@@ -12,7 +12,6 @@ from kfp_ray_sandbox.apiserver.resources import Registry
 from kfp_ray_sandbox.apiserver.store import Store
 from kfp_ray_sandbox.controllers import scheduler
 from kfp_ray_sandbox.controllers.node import NodeController
-from kfp_ray_sandbox.faults import Faults
 from kfp_ray_sandbox.nodepool import GPU_TOLERATION
 
 MASTER = "3 node(s) had untolerated taint {node-role.kubernetes.io/master: }"
@@ -22,7 +21,7 @@ GPU = "node(s) had untolerated taint {nvidia.com/gpu: true}"
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
     reg, store = Registry(), Store()
-    NodeController(store, reg, Faults(), tmp_path_factory.mktemp("node")).reconcile()
+    NodeController(store, reg, tmp_path_factory.mktemp("node")).reconcile()
     return sorted(store.list(reg.get("", "nodes"))[0], key=lambda n: n["metadata"]["name"])
 
 
