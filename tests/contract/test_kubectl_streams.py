@@ -23,7 +23,7 @@ from kubernetes import client
 from kubernetes.client import ApiException
 from kubernetes.stream import portforward, stream
 
-from tests.contract.test_kubectl import RUNNER, _finish
+from tests.contract.kubectl_cli import RUNNER, finish
 from tests.helpers import eventually
 
 NS = "sandbox"
@@ -80,7 +80,7 @@ def test_logs_follow_streams_as_the_container_writes_and_ends_with_it(kubectl, g
         assert proc.poll() is None  # still following
         gate.touch()
         assert lines.get(timeout=60) == "second\n"
-        code, _, err = _finish(proc)  # the container ended: so does the follow
+        code, _, err = finish(proc)  # the container ended: so does the follow
         assert code == 0, err
     finally:
         if proc.poll() is None:
@@ -275,7 +275,7 @@ def test_kubectl_port_forward_to_the_head_service_then_ray_job_submit(kubectl, h
         assert upgrades and {(e["method"], e["verb"], e["code"]) for e in upgrades} == {("GET", "get", 101)}
     finally:
         proc.terminate()
-        _finish(proc)
+        finish(proc)
     # the DSPA's Role has no pods/portforward
     denied = kubectl("port-forward", f"pod/{head.metadata.name}", ":8265", runner=True)
     assert denied.returncode == 1
@@ -320,4 +320,4 @@ def test_kubectl_port_forward_over_spdy(kubectl, head, sbx):
         assert upgrades and {(e["verb"], e["code"]) for e in upgrades} == {("create", 101)}
     finally:
         proc.terminate()
-        _finish(proc)
+        finish(proc)

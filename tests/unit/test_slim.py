@@ -271,6 +271,11 @@ def test_the_disk_cache_gives_what_a_build_gives_and_never_a_stale_entry(tmp_pat
     first = slim_cache.cached(func, src, build)
     assert first == _slim._runtime_files(func, src) and len(built) == 1
     assert slim_cache.cached(func, src, build) == first and len(built) == 1  # read, not built
+    # what components build with: runtime_files (its in-process cache bypassed) writes an entry and gives the same
+    monkeypatch.setenv(slim_cache.CACHE_ENV, str(tmp_path / "other-cache"))
+    assert _slim.runtime_files.__wrapped__(provision_ray_cluster.python_func, src) == first
+    assert len(list((tmp_path / "other-cache").glob("*.json"))) == 1
+    monkeypatch.setenv(slim_cache.CACHE_ENV, str(tmp_path / "cache"))
     (entry,) = (tmp_path / "cache").glob("*.json")
     entry.write_text("{not json")
     assert slim_cache.cached(func, src, build) == first and len(built) == 2  # damaged: rebuilt
