@@ -142,5 +142,16 @@ def internal(message: str = "an error on the server has prevented the request fr
     return ApiError(500, "InternalError", f"Internal error occurred: {message}")
 
 
+def request_too_large() -> ApiError:
+    """etcd refused the write (its --max-request-bytes, 1.5 MiB by default). kube-apiserver
+    passes etcd's error through as a 500 without a reason (kubernetes/kubernetes#112152, open)."""
+    return ApiError(500, "", "etcdserver: request is too large")
+
+
+def entity_too_large(limit: int) -> ApiError:
+    """kube-apiserver's own body limit (MaxRequestBodyBytes, 3 MiB), before any decoding."""
+    return ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}")
+
+
 def unavailable() -> ApiError:
     return ApiError(503, "ServiceUnavailable", "the server is currently unable to handle the request")

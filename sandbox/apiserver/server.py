@@ -183,7 +183,8 @@ class _Call:
         self.query_string = environ.get("QUERY_STRING", "")
         self.headers = EnvironHeaders(environ)
         # The whole body, always, before anything is answered: no byte of it is ever left
-        # on the connection to be read as the next request.
+        # on the connection to be read as the next request (one over the body limit is
+        # refused, and its connection closed, as every answer closes it: http.py).
         self.raw = _read_body(environ)
         self._audit_id = f"{time.time_ns():x}"
         self._code = 0
@@ -247,6 +248,8 @@ class _Call:
                        errors.unavailable() if code == 503 else errors.internal())
             if identity is None:
                 raise errors.unauthorized()
+            if len(self.raw) > MAX_REQUEST_BODY_BYTES:
+                raise errors.entity_too_large(MAX_REQUEST_BODY_BYTES)
             if path.startswith("/sandbox/"):
                 if identity is not self.api.auth.admin:
                     raise errors.forbidden(identity.user, self._verb, None, "sandbox", None, None)
@@ -806,12 +809,18 @@ def _warning_headers(warnings: list[str]) -> dict:
     return {"Warning": ", ".join(f'299 - "{w}"' for w in quoted)}
 
 
+# kube-apiserver's MaxRequestBodyBytes (k8s.io/apiserver pkg/server/config.go, 3 MiB): a body over
+# it is refused with 413 before it is decoded (handlers/rest.go limitedReadBody).
+MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
+
+
 def _read_body(environ: dict) -> bytes:
+    """The body, or at most one byte more than MAX_REQUEST_BODY_BYTES (then refused)."""
     stream = environ["wsgi.input"]
     if environ.get("wsgi.input_terminated"):  # chunked: werkzeug decodes to the end
-        return stream.read()
+        return stream.read(MAX_REQUEST_BODY_BYTES + 1)
     length = int(environ.get("CONTENT_LENGTH") or 0)
-    return stream.read(length) if length > 0 else b""
+    return stream.read(min(length, MAX_REQUEST_BODY_BYTES + 1)) if length > 0 else b""
 
 
 def _reason(code: int) -> str:

@@ -14,6 +14,7 @@ pkg/registry/core/pod/strategy.go CheckGracefulDelete, pkg/registry/core/namespa
 from __future__ import annotations
 
 import copy
+import json
 import random
 import threading
 import time
@@ -36,6 +37,11 @@ def parse_rfc3339(value: str) -> datetime:
 
 
 PODS, NAMESPACES = ("", "pods"), ("", "namespaces")
+# etcd's default --max-request-bytes (etcd server/embed/config.go DefaultMaxRequestBytes; OpenShift
+# leaves it as is). A write is the object as stored: JSON here, for every type; kube-apiserver stores
+# built-in types as protobuf, a little smaller, so a built-in object near the limit is refused here
+# somewhat earlier than there (docs/sandbox.md). Custom resources (a Workflow, a RayCluster) are JSON there too.
+ETCD_MAX_REQUEST_BYTES = 1572864
 
 # A built-in admission plugin: (resource type, new object) -> None; may default fields of
 # the object or raise ApiError to refuse the create.
@@ -44,6 +50,11 @@ CreateAdmission = Callable[[object, dict], None]
 
 def random_suffix(n: int = 5) -> str:
     return "".join(random.choice(_NAME_CHARS) for _ in range(n))
+
+
+def _check_size(obj: dict) -> None:
+    if len(json.dumps(obj, separators=(",", ":"))) > ETCD_MAX_REQUEST_BYTES:
+        raise errors.request_too_large()
 
 
 class Event:
@@ -175,6 +186,7 @@ class Store:
                 meta.pop(k, None)
             if dry_run:
                 return obj
+            _check_size(obj)
             self._bump(obj)
             bucket[ident] = obj
             self._record("ADDED", rt, obj)
@@ -219,6 +231,7 @@ class Store:
             if dry_run:
                 new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                 return new
+            _check_size(new)
             self._bump(new)
             if _delete_during_update(rt, current, new):
                 del bucket[ident]

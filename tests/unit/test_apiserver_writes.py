@@ -328,3 +328,31 @@ def test_route_status_reset_on_create_and_update_needs_resource_version(admin):
     code, st = _refused(co.replace_namespaced_custom_object, "route.openshift.io", "v1", PLAIN, "routes", "r1", made)
     assert (code, st["message"]) == (422, 'routes.route.openshift.io "r1" is invalid: metadata.resourceVersion: '
                                           "Invalid value: 0x0: must be specified for an update")
+
+
+# --- Size limits: etcd's 1.5 MiB per write, kube-apiserver's 3 MiB per request body --------------
+
+def _sized(name: str, env_bytes: int) -> dict:
+    rc = raycluster(name, queue=None)
+    rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "BIG", "value": "x" * env_bytes}]
+    return rc
+
+
+def test_an_object_over_etcds_request_limit_is_refused_as_etcd_refuses_it(admin):
+    co = client.CustomObjectsApi(admin)
+    co.create_namespaced_custom_object("ray.io", "v1", PLAIN, "rayclusters", _sized("fits", 1_500_000))
+    code, st = _refused(co.create_namespaced_custom_object, "ray.io", "v1", PLAIN, "rayclusters", _sized("too-big", 1_600_000))
+    assert (code, st["message"]) == (500, "etcdserver: request is too large") and "reason" not in st
+    # an update that grows an object past the limit is refused the same way, and the object stays as it was
+    grown = co.get_namespaced_custom_object("ray.io", "v1", PLAIN, "rayclusters", "fits")
+    grown["metadata"]["annotations"] = {"note": "y" * 100_000}
+    code, st = _refused(co.replace_namespaced_custom_object, "ray.io", "v1", PLAIN, "rayclusters", "fits", grown)
+    assert (code, st["message"]) == (500, "etcdserver: request is too large")
+    kept = co.get_namespaced_custom_object("ray.io", "v1", PLAIN, "rayclusters", "fits")
+    assert kept["metadata"]["resourceVersion"] == grown["metadata"]["resourceVersion"] and "annotations" not in kept["metadata"]
+    co.delete_namespaced_custom_object("ray.io", "v1", PLAIN, "rayclusters", "fits")
+
+
+def test_a_body_over_the_apiservers_limit_is_refused_before_it_is_read_as_an_object(admin):
+    code, st = raw(admin, "POST", f"/apis/ray.io/v1/namespaces/{PLAIN}/rayclusters", body=_sized("huge", 3_200_000))
+    assert (code, st["reason"], st["message"]) == (413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
