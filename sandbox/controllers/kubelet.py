@@ -148,7 +148,7 @@ def container_env(store, registry, pod: dict, container: dict | None = None) -> 
             return {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
         return dict(obj.get("data") or {})
 
-    fields = {"metadata.name": pod["metadata"]["name"], "metadata.namespace": ns,
+    fields = {"metadata.name": pod["metadata"]["name"], "metadata.namespace": ns, "metadata.uid": pod["metadata"].get("uid", ""),
               "spec.nodeName": (pod.get("spec") or {}).get("nodeName", ""),
               "status.podIP": (pod.get("status") or {}).get("podIP", ""),
               "status.hostIP": (pod.get("status") or {}).get("hostIP", "")}
@@ -194,6 +194,18 @@ def container_resources(pod: dict) -> tuple[float, float, int]:
     gpu = float(quantity.parse(merged.get("nvidia.com/gpu", "0")))
     mem = int(quantity.parse(merged.get("memory", "2Gi")))
     return cpu, gpu, mem
+
+
+def _start_error(exc: OSError, command: list[str]) -> str:
+    """How the runtime words a container whose process cannot be exec'd. E2BIG: an argument or
+    environment string over the kernel's MAX_ARG_STRLEN (128 KiB), as runc reports it (its
+    `exec` of the container's first program)."""
+    import errno
+
+    if exc.errno == errno.E2BIG:
+        return (f'runc create failed: unable to start container process: exec: "{command[0]}": '
+                "argument list too long")
+    return str(exc)
 
 
 def ray_start_flags(pod: dict) -> dict[str, str]:
@@ -245,6 +257,7 @@ class PodRuntime:
         self.stopping = False
         self.blocked: dict[str, tuple[str, str]] = {}  # container -> (waiting reason, message)
         self.exit_codes: dict[str, int] | None = None  # set once terminated
+        self.start_error: str | None = None  # why its container could not start (StartError)
         self.kill_at: float | None = None  # SIGKILL deadline of a termination (monotonic)
         self.ports: dict[int, int] = {}  # head: container port -> the Ray process's real port
         self.terminator: threading.Thread | None = None
@@ -548,10 +561,13 @@ class Kubelet(Controller):
                 code = rt.exit_codes.get(name, 0)
                 prev = (old_states.get(name) or {}).get("state", {})
                 reason = "Completed" if code == 0 else "Error" if rt.started_at else "ContainerStatusUnknown"
+                failed_start = rt.start_error if name == ray else None
+                if failed_start:
+                    reason = "StartError"
                 # a terminated state is written once, as the kubelet's: later syncs keep its times
                 ended = prev.get("terminated") or {}
                 main.append(status(c, {"terminated": {
-                    "exitCode": code, "reason": reason,
+                    "exitCode": code, "reason": reason, **({"message": failed_start} if failed_start else {}),
                     "startedAt": ended.get("startedAt") or (prev.get("running") or {}).get(
                         "startedAt", rt.started_at or now_rfc3339()),
                     "finishedAt": ended.get("finishedAt") or now_rfc3339()}}, restarts=rt.restarts if name == ray else 0))
@@ -728,7 +744,7 @@ class Kubelet(Controller):
             rt.starts += 1
             process.start()
         except OSError as exc:
-            self._cannot_start(rt, current, container, str(exc))
+            self._cannot_start(rt, current, container, _start_error(exc, command))
             return
         rt.started_at, rt.running, rt.ready_at = now_rfc3339(), True, time.monotonic()
         self._event(current, "Normal", "Started", f"Started container {container.get('name', '')}")
@@ -761,6 +777,7 @@ class Kubelet(Controller):
     def _cannot_start(self, rt: PodRuntime, pod: dict, container: dict, why: str) -> None:
         """A container that could not be created: the pod fails (exit code 128), and says why."""
         rt.exit_codes = {container.get("name", ""): 128}
+        rt.start_error = why
         self._event(pod, "Warning", "Failed", f"Error: {why}")
         self._refresh(rt)
 

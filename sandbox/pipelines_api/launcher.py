@@ -3,7 +3,10 @@ launcher-v2 does on Argo (backend/src/v2/component/launcher_v2.go, KFP 2.17), th
 task's own command.
 
 The engine (workflow.py, the driver's part) resolves the executor input and the command's
-placeholders; this process, inside the pod, then:
+placeholders. The pod's command line is the real launcher's (`--executor_input <JSON>
+--component_spec <JSON> ... -- <the component's command and args as compiled>`), so each of
+those strings meets the kernel's per-argument limit here as there; the resolved command comes
+in the environment, one element per variable. This process, inside the pod, then:
 1. gives the pod its image: a fresh writable layer (a venv) over the sandbox's task image, so
    the command's `pip install` lands in this pod alone, as in a container's own filesystem;
 2. downloads the input artifacts from the pipeline root to /s3/<bucket>/<key> (KFP's local
@@ -30,6 +33,7 @@ import sys
 from pathlib import Path
 
 S3_KEYS = ("KFP_LAUNCHER_S3_ACCESS_KEY", "KFP_LAUNCHER_S3_SECRET_KEY", "KFP_LAUNCHER_S3_ENDPOINT")
+RESOLVED_ARG_ENV = "KFP_LAUNCHER_ARG_"  # workflow.py's: the resolved command, one element each
 OUTPUT_METADATA = "/tmp/kfp_outputs/output_metadata.json"
 
 
@@ -158,8 +162,32 @@ def _signal_group(pgid: int) -> None:
         pass
 
 
+def parse_argv(argv: list[str]) -> dict[str, str]:
+    """The launcher's flags (`--name value`, or `--name` alone) up to `--`; what follows is the
+    component's command as compiled, which the engine has resolved (RESOLVED_ARG_ENV)."""
+    flags: dict[str, str] = {}
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        name = argv[i].lstrip("-")
+        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            flags[name], i = argv[i + 1], i + 2
+        else:
+            flags[name], i = "true", i + 1
+    return flags
+
+
+def resolved_command() -> list[str]:
+    out, i = [], 0
+    while f"{RESOLVED_ARG_ENV}{i}" in os.environ:
+        out.append(os.environ.pop(f"{RESOLVED_ARG_ENV}{i}"))
+        i += 1
+    return out
+
+
 def main() -> int:
+    flags = parse_argv(sys.argv[1:])
     spec = json.loads(os.environ.pop("KFP_LAUNCHER_SPEC"))
+    command = resolved_command()
     creds = {k: os.environ.pop(k, "") for k in S3_KEYS}
     import boto3  # the sandbox's own (the launcher is not the task image's program)
     from botocore.config import Config
@@ -167,7 +195,7 @@ def main() -> int:
     s3 = boto3.client("s3", endpoint_url=creds["KFP_LAUNCHER_S3_ENDPOINT"], aws_access_key_id=creds["KFP_LAUNCHER_S3_ACCESS_KEY"],
                       aws_secret_access_key=creds["KFP_LAUNCHER_S3_SECRET_KEY"], region_name="us-east-1",
                       config=Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 5, "mode": "standard"}))
-    executor_input = spec["executor_input"]
+    executor_input = json.loads(flags["executor_input"])
     env = dict(os.environ)
     env["PATH"] = make_layer(spec["image"]) + os.pathsep + env.get("PATH", "")
     download_inputs(s3, executor_input)
@@ -176,7 +204,7 @@ def main() -> int:
     # its own process group, and SIGTERM to all of it, as Argo's emissary (the real pod's first
     # process) forwards signals: the command's `sh -c` would not pass it on to the executor
     _adopt_orphans()
-    child = subprocess.Popen(spec["command"], env=env, process_group=0)
+    child = subprocess.Popen(command, env=env, process_group=0)
     signal.signal(signal.SIGTERM, lambda *_: _signal_group(child.pid))
     code = child.wait()
     _wait_orphans()

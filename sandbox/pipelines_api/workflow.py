@@ -48,12 +48,29 @@ from .wire import now
 log = logging.getLogger("sandbox.workflow")
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
+RESOLVED_ARG_ENV = "KFP_LAUNCHER_ARG_"  # + index: the command's resolved elements (launcher.py)
 OUTPUT_PARAMETER_DIR = "/tmp/kfp/outputs"
 OUTPUT_METADATA = "/tmp/kfp_outputs/output_metadata.json"
 STORAGE_SECRET = "ds-pipeline-s3-dspa"  # the DSPA's object storage secret (accesskey, secretkey)
 RUNNER_ACCOUNT = "pipeline-runner-dspa"
 DEFAULT_GRACE_S = 30  # a pod's terminationGracePeriodSeconds when the spec sets none
 POD_TIMEOUT_S = 6 * 3600  # no single task pod runs longer in the sandbox
+
+
+def launcher_argv(pipeline_name: str, run_id: str, executor_input: dict, component: dict, container: dict) -> list[str]:
+    """The launcher's flags as KFP 2.14.3's driver writes them into the pod spec patch
+    (backend/src/v2/driver/driver.go initPodSpecPatch, rhoai-3.3), up to the `--` before the
+    component's own command and args: the executor input and the component spec are one
+    argument each, so their size meets the kernel's per-argument limit here as there."""
+    def compact(value) -> str:
+        return json.dumps(value, separators=(",", ":"))
+
+    return ["--pipeline_name", pipeline_name, "--run_id", run_id, "--execution_id", "0",
+            "--executor_input", compact(executor_input), "--component_spec", compact(component),
+            "--pod_name", "$(KFP_POD_NAME)", "--pod_uid", "$(KFP_POD_UID)",
+            "--mlmd_server_address", "ds-pipeline-metadata-grpc-dspa", "--mlmd_server_port", "8080",
+            "--publish_logs", "false", "--metadataTLSEnabled", "true", "--mlPipelineServiceTLSEnabled", "true",
+            "--ca_cert_path", "/etc/pki/tls/certs/ca.crt", "--"]
 
 
 def _display(node: Node) -> str:
@@ -368,9 +385,10 @@ class Engine:
             unique_pipeline_id=ex.run["run_id"])
         types = {k: v.get("parameterType", "STRING") for k, v in
                  ((node.component.get("outputDefinitions") or {}).get("parameters") or {}).items()}
-        launch = {"executor_input": executor_input, "command": command, "task_root": task_root,
-                  "output_parameter_types": types, "image": self.image}
-        pod = self._pod(ex, node, task_name, container, config, params, launch)
+        launch = {"task_root": task_root, "output_parameter_types": types, "image": self.image}
+        argv = launcher_argv(pipeline_name, ex.run["run_id"], executor_input,
+                             {k: v for k, v in node.component.items() if k != "dag"}, container)
+        pod = self._pod(ex, node, task_name, container, config, params, launch, argv, command)
         name = pod["metadata"]["name"]
         with self.lock:
             ex.pods.add(name)
@@ -392,10 +410,15 @@ class Engine:
         return FAILED
 
     def _pod(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, params: dict,
-             launch: dict) -> dict:
+             launch: dict, argv: list[str], command: list[str]) -> dict:
         env = [{"name": e["name"], "value": e.get("value", "")} for e in container.get("env") or []]
         env += dag.secret_env(config, node.parent_inputs)
-        env += [{"name": "KFP_LAUNCHER_SPEC", "value": json.dumps(launch)},
+        # The command with its placeholders resolved, which the real launcher resolves in the pod
+        # and execs: one string per element, as its exec has them (the kernel's limit is per string).
+        env += [{"name": f"{RESOLVED_ARG_ENV}{i}", "value": a} for i, a in enumerate(command)]
+        env += [{"name": "KFP_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "KFP_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+                {"name": "KFP_LAUNCHER_SPEC", "value": json.dumps(launch)},
                 {"name": "KFP_LAUNCHER_S3_ENDPOINT", "value": self.s3_endpoint},
                 {"name": "KFP_LAUNCHER_S3_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": STORAGE_SECRET, "key": "accesskey"}}},
                 {"name": "KFP_LAUNCHER_S3_SECRET_KEY", "valueFrom": {"secretKeyRef": {"name": STORAGE_SECRET, "key": "secretkey"}}}]
@@ -406,7 +429,9 @@ class Engine:
         spec = {"serviceAccountName": ex.run.get("service_account") or RUNNER_ACCOUNT, "restartPolicy": "Never",
                 "terminationGracePeriodSeconds": DEFAULT_GRACE_S,
                 "containers": [{"name": "main", "image": container.get("image", ""),
-                                "command": [sys.executable, "-I", str(LAUNCHER)], "env": env}]}
+                                "command": [sys.executable, "-I", str(LAUNCHER), *argv],
+                                "args": list(container.get("command") or []) + list(container.get("args") or []),
+                                "env": env}]}
         if config.get("tolerations"):
             spec["tolerations"] = [{k: v for k, v in t.items() if k in ("key", "operator", "value", "effect", "tolerationSeconds")}
                                    for t in config["tolerations"]]
@@ -435,8 +460,14 @@ class Engine:
         pod = self.pods.get(name) or {}
         for c in (pod.get("status") or {}).get("containerStatuses") or []:
             t = (c.get("state") or {}).get("terminated") or {}
+            if "argument list too long" in t.get("message", ""):
+                # On Argo the main container's first program is argoexec's emissary, whose exec
+                # the kernel refuses (argoproj/argo-workflows#15471)
+                return (f"pod {name}: exec /var/run/argo/argoexec: argument list too long (one argument or "
+                        "environment string of the task is over the kernel's 131072 bytes)")
             if t:
-                return f"pod {name}: container {c['name']} exited with code {t.get('exitCode')} ({t.get('reason', '')})"
+                why = f": {t['message']}" if t.get("message") else ""
+                return f"pod {name}: container {c['name']} exited with code {t.get('exitCode')} ({t.get('reason', '')}){why}"
         return f"pod {name} failed"
 
     def _read_output(self, task_root: str) -> dict:

@@ -60,6 +60,22 @@ def small_pipeline():
     return small
 
 
+def echo_pipeline():
+    """One task given a string: its size is the run's to choose."""
+    from kfp import dsl
+
+    @dsl.component(base_image="registry.access.redhat.com/ubi9/python-311")
+    def echo(text: str) -> int:
+        print("got", len(text))
+        return len(text)
+
+    @dsl.pipeline(name="echo")
+    def echoes(text: str = ""):
+        echo(text=text)
+
+    return echoes
+
+
 def tick_pipeline():
     """One task: what a recurring run fires, cheaply."""
     from kfp import dsl
@@ -146,6 +162,24 @@ def test_a_failed_task_fails_the_run_skips_nothing_after_it_and_still_runs_the_e
     assert "task use failed" in done.error.message
     assert t["cleanup"].state == "SUCCEEDED"
     assert "failing as asked" in pod_log(box, t["use"].pod_name)
+
+
+def test_a_task_argument_over_the_kernels_limit_fails_at_exec_as_on_argo(box, kfp_client, tmp_path):
+    """The executor input is one argument of the launcher (KFP's driver puts it there): a
+    parameter value that takes it past MAX_ARG_STRLEN (131072 bytes) fails the pod at exec, as
+    Argo's emissary fails there; a value well under it runs."""
+    from kfp import compiler
+
+    package = str(tmp_path / "echo.yaml")
+    compiler.Compiler().compile(echo_pipeline(), package)
+    runs = {size: kfp_client.create_run_from_pipeline_package(package, arguments={"text": "w" * size},
+                                                              run_name=f"echo-{size}").run_id
+            for size in (100_000, 140_000)}
+    fits, too_big = (wait_run(kfp_client, runs[size]) for size in (100_000, 140_000))
+    assert fits.state == "SUCCEEDED", fits.error
+    assert too_big.state == "FAILED"
+    assert "exec /var/run/argo/argoexec: argument list too long" in tasks(too_big)["echo"].error.message
+    assert "argument list too long" in too_big.error.message
 
 
 def test_a_missing_required_parameter_fails_the_run_before_any_pod(box, kfp_client):
