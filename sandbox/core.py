@@ -207,7 +207,8 @@ class Sandbox:
         self.kubelet.service_account_token = self.auth.service_account_token
         # the DSPA's Route: its oauth-proxy in front of the KFP API server (pipelines_api/)
         self.pipelines_api = PipelinesApi(NAMESPACE, server=self.platform.name)
-        self.engine = Engine(self.pipelines_api.store, _Pods(self), self.s3.client(), bucket=BUCKET,
+        self.engine = Engine(self.pipelines_api.store, _Pods(self), self.s3.client(), workflows=_Workflows(self),
+                             bucket=BUCKET,
                              namespace=NAMESPACE, s3_endpoint=self.s3.endpoint,
                              retry_backoff_cap=lambda: self.faults.platform("task_retry_backoff_cap_s"))
         self.pipelines_api.engine = self.engine
@@ -383,6 +384,27 @@ class _Pods:
 
     def get(self, name: str) -> dict | None:
         return self.box.store.find(self.rt, NAMESPACE, name)
+
+    def delete(self, name: str) -> None:
+        try:
+            self.box.store.delete(self.rt, NAMESPACE, name)
+        except errors.ApiError:
+            pass  # gone already
+
+
+class _Workflows:
+    """The run engine's Argo Workflows, in the sandbox's store: created as the KFP API server
+    creates them (admission, etcd's size limit), updated as Argo's controller updates them."""
+
+    def __init__(self, box: Sandbox):
+        self.box = box
+        self.rt = box.registry.by_kind("argoproj.io", "Workflow")
+
+    def create(self, workflow: dict) -> dict:
+        return self.box._create(workflow)
+
+    def update(self, workflow: dict) -> dict:
+        return self.box.store.update(self.rt, workflow, check_rv=False)
 
     def delete(self, name: str) -> None:
         try:

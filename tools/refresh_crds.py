@@ -13,6 +13,8 @@ OpenAPI definitions need swagger.json, the protobuf tables the *.proto files and
   workload.codeflare.dev_appwrappers.yaml   project-codeflare/codeflare-operator config/crd/crd-appwrapper.yml
   datasciencepipelinesapplications.opendatahub.io_datasciencepipelinesapplications.yaml
                                      opendatahub-io/data-science-pipelines-operator config/crd/bases/
+  argoproj.io_workflows.yaml         argoproj/argo-workflows v3.6.12 manifests/base/crds/minimal/ (the
+                                     minimal CRD, schema-less spec and status, as DSPO installs it)
   kueue.x-k8s.io_<plural>.yaml       kubernetes-sigs/kueue v0.11.6, config/components/crd/bases/
                                      (clusterqueues, localqueues, resourceflavors, workloads;
                                      identical through v0.11.9; v1beta1 is the only version)
@@ -63,6 +65,8 @@ SOURCES = {
                                                        "config/crd/bases",
     "gateway.networking.k8s.io": "openshift/cluster-ingress-operator 5b17879 (release-4.19; Gateway API v1.2.1, "
                                  "standard channel) pkg/manifests/assets/gateway-api",
+    "argoproj.io": "argoproj/argo-workflows v3.6.12 manifests/base/crds/minimal (what RHOAI's pipelines operator "
+                   "installs: data-science-pipelines-operator config/argo/crd.workflows.yaml)",
 }
 
 # Built-in kinds whose definitions (and all they reference) are kept: what the sandbox

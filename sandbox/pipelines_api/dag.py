@@ -36,6 +36,7 @@ class Node:
     outputs: dict = field(default_factory=dict)  # parameter name -> value
     artifacts: dict = field(default_factory=dict)  # artifact name -> [runtime artifact dicts]
     parent_inputs: dict = field(default_factory=dict)  # its DAG's input parameters (kfp-kubernetes settings name them)
+    scope: str = ""  # its DAG's node in the Workflow's status (argo_status.ArgoRecord)
 
 
 def is_exit_task(task: dict) -> bool:

@@ -221,10 +221,21 @@ class PipelinesApi:
     # --- runs (executed by `self.engine`, workflow.Engine, when there is one) ---------
     def create_run(self, request):
         run = self.store.create_run(read("V2beta1Run", request.get_data()))
-        if self.engine is not None:
-            self.engine.start(run)
+        self._start(run)
         with self.store.lock:
             return 200, to_json("V2beta1Run", run)
+
+    def _start(self, run: dict) -> None:
+        """The run's Workflow is created (workflow.Engine.start); if it cannot be, the run is
+        not kept (KFP stores a run only once its Workflow exists) and the caller gets why."""
+        if self.engine is None:
+            return
+        try:
+            self.engine.start(run)
+        except ApiError:
+            with self.store.lock:
+                self.store.runs.pop(run["run_id"], None)
+            raise
 
     def list_runs(self, request):
         runs = list(self.store.runs.values())
@@ -312,8 +323,10 @@ class PipelinesApi:
         with self.store.lock:
             run["recurring_run_id"] = rr["recurring_run_id"]
             run["scheduled_at"] = scheduled_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-        if self.engine is not None:
-            self.engine.start(run)
+        try:
+            self._start(run)
+        except ApiError as exc:  # the controller records the failure and goes on
+            log.warning("recurring run %s could not start a run: %s", rr["recurring_run_id"], exc.message)
 
     # --- helpers --------------------------------------------------------------------
     def _page(self, request, items, sortable):

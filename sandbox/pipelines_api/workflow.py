@@ -41,9 +41,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import dag, platform_spec
+from . import argo, dag, platform_spec
+from .argo_status import ArgoRecord
 from .dag import CANCELED, FAILED, PENDING, RUNNING, SKIPPED, SUCCEEDED, Node
-from .wire import now
+from .wire import ApiError, now
 
 log = logging.getLogger("sandbox.workflow")
 
@@ -55,6 +56,28 @@ STORAGE_SECRET = "ds-pipeline-s3-dspa"  # the DSPA's object storage secret (acce
 RUNNER_ACCOUNT = "pipeline-runner-dspa"
 DEFAULT_GRACE_S = 30  # a pod's terminationGracePeriodSeconds when the spec sets none
 POD_TIMEOUT_S = 6 * 3600  # no single task pod runs longer in the sandbox
+
+
+@dataclass
+class _Driven:
+    """What the driver worked out for a container task (Engine._drive)."""
+    task_root: str
+    command: list[str]  # resolved
+    argv: list[str]  # the launcher's flags
+    executor: str  # its executor DAG node's name in the Workflow ("" with no Workflow kept)
+    launch: dict  # what the sandbox's launcher needs besides its flags
+
+
+def pod_spec_patch(container: dict, argv: list[str]) -> str:
+    """The driver's pod-spec-patch output (driver.go initPodSpecPatch): the main container with
+    the launcher's command line, the component's command and args, image, env and resources."""
+    main = {"name": "main", "image": container.get("image", ""), "command": ["/kfp-launcher/launch", *argv],
+            "args": list(container.get("command") or []) + list(container.get("args") or []),
+            "resources": {}}
+    env = [{"name": e["name"], "value": e.get("value", "")} for e in container.get("env") or []]
+    if env:
+        main["env"] = env
+    return json.dumps({"containers": [main]}, separators=(",", ":"))
 
 
 def launcher_argv(pipeline_name: str, run_id: str, executor_input: dict, component: dict, container: dict) -> list[str]:
@@ -71,6 +94,18 @@ def launcher_argv(pipeline_name: str, run_id: str, executor_input: dict, compone
             "--mlmd_server_address", "ds-pipeline-metadata-grpc-dspa", "--mlmd_server_port", "8080",
             "--publish_logs", "false", "--metadataTLSEnabled", "true", "--mlPipelineServiceTLSEnabled", "true",
             "--ca_cert_path", "/etc/pki/tls/certs/ca.crt", "--"]
+
+
+# The engine's task states as Argo's node phases
+_ARGO_PHASE = {SUCCEEDED: "Succeeded", FAILED: "Failed", SKIPPED: "Skipped", CANCELED: "Failed"}
+
+
+def _guarded(node: Node) -> str | None:
+    """The task an exit task guards (KFP's compiler makes it that task's exit hook), or None."""
+    if not dag.is_exit_task(node.spec):
+        return None
+    deps = node.spec.get("dependentTasks") or []
+    return deps[0] if deps else None
 
 
 def _display(node: Node) -> str:
@@ -95,25 +130,32 @@ class Execution:
     executors: dict  # kfp-kubernetes settings by executor label
     workflow: str  # the Argo Workflow's name
     root: str  # pipeline root URI
+    record: ArgoRecord | None = None  # the Workflow object, as Argo's controller keeps it
+    uid: str = ""  # the Workflow's uid (its pods' owner)
     canceling: threading.Event = field(default_factory=threading.Event)
     deleted: threading.Event = field(default_factory=threading.Event)
     pods: set = field(default_factory=set)
     details: dict = field(default_factory=dict)  # task path -> V2beta1PipelineTaskDetail fields
 
     def halted(self, node: Node) -> bool:
-        """Whether `node` may no longer run: the run was deleted, or terminated and the node is
-        not its exit task (which still runs after a terminate)."""
-        return self.deleted.is_set() or (self.canceling.is_set() and not dag.is_exit_task(node.spec))
+        """Whether `node` may no longer run: the run was deleted, its Workflow is in Error (for
+        its size: nothing more runs, not even the exit handler), or it was terminated and the
+        node is not its exit task (which still runs after a terminate)."""
+        return self.deleted.is_set() or self.broken() or (self.canceling.is_set() and not dag.is_exit_task(node.spec))
+
+    def broken(self) -> bool:
+        return self.record is not None and self.record.error is not None
 
 
 class Engine:
     def __init__(self, pipeline_store, pods: PodApi, s3, *, bucket: str, namespace: str, s3_endpoint: str,
-                 image: dict | None = None, retry_backoff_cap=lambda: float("inf")):
+                 image: dict | None = None, retry_backoff_cap=lambda: float("inf"), workflows=None):
         """`s3`: a boto3 client with the DSPA's storage keys (reads what launchers wrote);
         `image`: the task image (rayimage.task_image()); built on first use when None;
         `retry_backoff_cap`: the longest wait before a task's retry, in seconds (the faults'
         task_retry_backoff_cap_s; infinite: the retryPolicy's own backoff)."""
         self.retry_backoff_cap = retry_backoff_cap
+        self.workflows = workflows  # create/update/delete of Workflow objects (core.py); None: none kept
         self.store = pipeline_store
         self.pods = pods
         self.s3 = s3
@@ -136,6 +178,8 @@ class Engine:
 
     # --- what the API server calls --------------------------------------------------
     def start(self, run: dict) -> None:
+        """Create the run's Workflow (raises wire.ApiError, as KFP's CreateRun fails, when it
+        cannot be: its inputs, the compiler, etcd's size limit), then run it."""
         spec = self.store.spec_of(run)
         pipeline_spec = spec["pipeline_spec"]
         executors = self._as_compiled(platform_spec.executors(spec))
@@ -144,9 +188,37 @@ class Engine:
                 or self.default_root).rstrip("/")
         ex = Execution(run=run, pipeline_spec=pipeline_spec, executors=executors,
                        workflow=f"{name[:50]}-{secrets.token_hex(3)[:5]}", root=root)
+        if self.workflows is not None:
+            created = self._create_workflow(run, spec, root)
+            ex.workflow, ex.uid = created["metadata"]["name"], created["metadata"]["uid"]
+            ex.record = ArgoRecord(created, self.workflows.update)
         with self.lock:
             self.executions[run["run_id"]] = ex
         threading.Thread(target=self._main, args=(ex,), daemon=True, name=f"run-{run['run_id'][:8]}").start()
+
+    def _create_workflow(self, run: dict, spec: dict, root: str) -> dict:
+        """What KFP's CreateRun does before it stores the run (resource_manager.go CreateRun,
+        v2_template.go RunWorkflow): compile the Workflow, then create it; errors as it words them."""
+        kfp = "2.5.0" if self.store.server == "rhoai-2.25" else "2.14.3"
+        try:
+            wf = argo.run_workflow(spec["pipeline_spec"], spec.get("platform_spec") or None, run_id=run["run_id"],
+                                   run_display_name=run.get("display_name", ""), namespace=self.namespace,
+                                   service_account=run.get("service_account") or RUNNER_ACCOUNT,
+                                   parameter_values=(run.get("runtime_config") or {}).get("parameters") or {},
+                                   pipeline_root=root, kfp_version=kfp)
+        except ValueError as exc:
+            text = str(exc)
+            if text.startswith(("parameter", "input parameter")):
+                raise ApiError("INVALID_ARGUMENT", "Failed to create a new run: Failed to generate the ExecutionSpec: "
+                                                   f"invalid pipeline job inputs: Invalid input error: {text}") from None
+            raise ApiError("INTERNAL", "Failed to create a new run: Failed to generate the ExecutionSpec: "
+                                       f"Failed to compile job: {text}") from None
+        try:
+            return self.workflows.create(wf)
+        except Exception as exc:  # noqa: BLE001 - the API server's refusal (etcd's size limit among them)
+            why = getattr(exc, "message", str(exc))
+            raise ApiError("INTERNAL", "Failed to create a new run: InternalServerError: Failed to create a workflow "
+                                       f"for (): {why}") from None
 
     def _as_compiled(self, executors: dict) -> dict:
         """What the release's Argo compiler keeps of each executor's settings: on 2.x (lenient)
@@ -174,6 +246,8 @@ class Engine:
             return
         ex.deleted.set()
         self._stop_pods(ex)
+        if self.workflows is not None:
+            self.workflows.delete(ex.workflow)
 
     def shutdown(self) -> None:
         for run_id in list(self.executions):
@@ -186,7 +260,8 @@ class Engine:
             params = self._root_parameters(ex)
             root_id = self._detail(ex, "", ex.pipeline_spec["pipelineInfo"]["name"], None)
             self._task_state(ex, "", RUNNING)
-            state = self._dag(ex, "", ex.pipeline_spec["root"]["dag"], params, {}, root_id)
+            scope = ex.record.begin() if ex.record else ""
+            state = self._dag(ex, "", ex.pipeline_spec["root"]["dag"], params, {}, root_id, scope)
             self._task_state(ex, "", state)
             error = None if state == SUCCEEDED else self._first_error(ex)
         except Exception as exc:  # noqa: BLE001 - a run the driver cannot start fails with the reason
@@ -197,6 +272,10 @@ class Engine:
         if ex.canceling.is_set():
             state = FAILED
             error = error or "The run was terminated (Argo: Step exceeded its deadline)"
+        if ex.broken():  # Argo put the Workflow in Error: the run fails with Argo's message
+            state, error = FAILED, ex.record.error
+        if ex.record is not None:
+            ex.record.close("Succeeded" if state == SUCCEEDED else "Failed", "" if state == SUCCEEDED else (error or ""))
         with self.store.lock:
             ex.run["finished_at"] = now()
             if error:
@@ -220,8 +299,10 @@ class Engine:
             raise ValueError(f"the run gives parameters the pipeline does not have: {sorted(given)}")
         return out
 
-    def _dag(self, ex: Execution, prefix: str, spec: dict, inputs: dict, artifacts: dict, parent_id: str) -> str:
-        """Run one DAG's tasks to the end; its state (FAILED if any task failed)."""
+    def _dag(self, ex: Execution, prefix: str, spec: dict, inputs: dict, artifacts: dict, parent_id: str,
+             scope: str = "") -> str:
+        """Run one DAG's tasks to the end; its state (FAILED if any task failed). `scope`: its
+        node in the Workflow's status (ArgoRecord)."""
         tasks = spec.get("tasks") or {}
         components = ex.pipeline_spec.get("components") or {}
         nodes = {name: Node(path=f"{prefix}/{name}" if prefix else name, spec=t,
@@ -231,7 +312,7 @@ class Engine:
         while True:
             states = {n: node.state for n, node in nodes.items()}
             start, skip = dag.runnable(tasks, states)
-            if ex.deleted.is_set():
+            if ex.deleted.is_set() or ex.broken():
                 start, skip = [], [n for n, s in states.items() if s == PENDING]
             elif ex.canceling.is_set():
                 exits = [n for n in start if dag.is_exit_task(tasks[n])]
@@ -243,8 +324,8 @@ class Engine:
                 self._task_state(ex, nodes[n].path, SKIPPED)
             for n in start:
                 nodes[n].state = RUNNING
-                threading.Thread(target=self._run_task, args=(ex, nodes[n], inputs, artifacts, nodes, parent_id, done),
-                                 daemon=True, name=f"task-{n}").start()
+                threading.Thread(target=self._run_task, args=(ex, nodes[n], inputs, artifacts, nodes, parent_id, done,
+                                                              scope), daemon=True, name=f"task-{n}").start()
                 running += 1
             if start or skip:
                 continue
@@ -259,7 +340,7 @@ class Engine:
             return CANCELED
         return SUCCEEDED
 
-    def _run_task(self, ex, node: Node, inputs, artifacts, siblings, parent_id, done: queue.Queue) -> None:
+    def _run_task(self, ex, node: Node, inputs, artifacts, siblings, parent_id, done: queue.Queue, scope: str = "") -> None:
         try:
             task_id = self._detail(ex, node.path, _display(node), parent_id)
             params = dag.resolve_parameters(node.spec, inputs, siblings)
@@ -272,8 +353,12 @@ class Engine:
                 node.state = SKIPPED
                 return
             self._task_state(ex, node.path, RUNNING)
+            node.scope = scope
             if "dag" in node.component:
-                state = self._dag(ex, node.path, node.component["dag"], params, arts, task_id)
+                sub = ex.record.dag_task(scope, node.path.rsplit("/", 1)[-1], _guarded(node)) if ex.record else ""
+                state = self._dag(ex, node.path, node.component["dag"], params, arts, task_id, sub)
+                if ex.record:
+                    ex.record.end(sub, _ARGO_PHASE.get(state, "Failed"))
             else:
                 state = self._container(ex, node, params, arts)
             node.state = state
@@ -307,21 +392,30 @@ class Engine:
             hit = self.cache.get(fingerprint)
             if hit is not None:
                 node.outputs, node.artifacts = dict(hit["outputs"]), dict(hit["artifacts"])
+                if ex.record:  # the driver's cached decision: the executor DAG succeeds with no pod
+                    ex.record.end(ex.record.container_task(node.scope, node.path.rsplit("/", 1)[-1], "",
+                                                           _guarded(node)), "Succeeded")
                 return SKIPPED
+        driven = self._drive(ex, node, task_name, container, params, arts)
+        state = FAILED
         for attempt in range(attempts):
             if ex.halted(node):
-                return CANCELED
+                state = CANCELED
+                break
             if attempt:
                 if ex.canceling.wait(self._retry_wait(policy, attempt)) or ex.deleted.is_set():
-                    return CANCELED
-            state = self._attempt(ex, node, task_name, container, config, params, arts)
+                    state = CANCELED
+                    break
+            state = self._attempt(ex, node, task_name, container, config, driven)
             if state == SUCCEEDED:
                 if fingerprint:
                     self.cache[fingerprint] = {"outputs": dict(node.outputs), "artifacts": dict(node.artifacts)}
-                return state
+                break
             if state == CANCELED:
-                return state
-        return FAILED
+                break
+        if ex.record and not ex.deleted.is_set():
+            ex.record.end(driven.executor, _ARGO_PHASE[state])
+        return state
 
     def _retry_wait(self, policy: dict, attempt: int) -> float:
         """How long before retry `attempt`: the retryPolicy's backoff, capped by the faults' timing."""
@@ -371,8 +465,10 @@ class Engine:
             executor_input.setdefault("inputs", {})["artifacts"] = {k: {"artifacts": v} for k, v in arts.items()}
         return executor_input
 
-    def _attempt(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, params: dict,
-                 arts: dict) -> str:
+    def _drive(self, ex: Execution, node: Node, task_name: str, container: dict, params: dict, arts: dict) -> _Driven:
+        """The driver's part, once per task (its retries reuse it, as Argo reruns only the
+        executor pod): the executor input, the resolved command, the launcher's command line,
+        and the task's driver and executor nodes in the Workflow."""
         from kfp.local import placeholder_utils
 
         task_uuid = str(uuid.uuid4())
@@ -385,10 +481,19 @@ class Engine:
             unique_pipeline_id=ex.run["run_id"])
         types = {k: v.get("parameterType", "STRING") for k, v in
                  ((node.component.get("outputDefinitions") or {}).get("parameters") or {}).items()}
-        launch = {"task_root": task_root, "output_parameter_types": types, "image": self.image}
         argv = launcher_argv(pipeline_name, ex.run["run_id"], executor_input,
                              {k: v for k, v in node.component.items() if k != "dag"}, container)
-        pod = self._pod(ex, node, task_name, container, config, params, launch, argv, command)
+        executor = ""
+        if ex.record:
+            executor = ex.record.container_task(node.scope, node.path.rsplit("/", 1)[-1],
+                                                pod_spec_patch(container, argv), _guarded(node))
+        return _Driven(task_root=task_root, command=command, argv=argv, executor=executor,
+                       launch={"task_root": task_root, "output_parameter_types": types, "image": self.image})
+
+    def _attempt(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, driven: _Driven) -> str:
+        task_root = driven.task_root
+        argo_pod = ex.record.executor_pod(driven.executor) if ex.record else ""
+        pod = self._pod(ex, node, task_name, container, config, driven, argo_pod)
         name = pod["metadata"]["name"]
         with self.lock:
             ex.pods.add(name)
@@ -396,6 +501,11 @@ class Engine:
             self.pods.delete(name)
         self._task_pod(ex, node.path, name)
         phase = self._wait_pod(ex, name)
+        if ex.record and argo_pod and not ex.deleted.is_set():
+            pod_now = self.pods.get(name) or {}
+            ex.record.end(ex.record.pod_node(argo_pod), "Succeeded" if phase == "Succeeded" else "Failed",
+                          "" if phase == "Succeeded" else self._pod_failure(name),
+                          host=(pod_now.get("spec") or {}).get("nodeName", ""))
         if phase == "Succeeded":
             result = self._read_output(task_root)
             node.outputs = dict(result.get("parameterValues") or {})
@@ -409,8 +519,9 @@ class Engine:
         self._task_error(ex, node.path, f"task {task_name} failed: {self._pod_failure(name)}")
         return FAILED
 
-    def _pod(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, params: dict,
-             launch: dict, argv: list[str], command: list[str]) -> dict:
+    def _pod(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, driven: _Driven,
+             argo_name: str = "") -> dict:
+        launch, argv, command = driven.launch, driven.argv, driven.command
         env = [{"name": e["name"], "value": e.get("value", "")} for e in container.get("env") or []]
         env += dag.secret_env(config, node.parent_inputs)
         # The command with its placeholders resolved, which the real launcher resolves in the pod
@@ -437,10 +548,16 @@ class Engine:
                                    for t in config["tolerations"]]
         if (config.get("nodeSelector") or {}).get("labels"):
             spec["nodeSelector"] = dict(config["nodeSelector"]["labels"])
-        name = f"{ex.workflow}-system-container-impl-{secrets.randbelow(10**10)}"[:63].rstrip("-")
-        return self.pods.create({"apiVersion": "v1", "kind": "Pod", "spec": spec,
-                                 "metadata": {"name": name, "namespace": self.namespace, "labels": labels,
-                                              "annotations": annotations}})
+        name = argo_name or f"{ex.workflow}-system-container-impl-{secrets.randbelow(10**10)}"[:63].rstrip("-")
+        meta = {"name": name, "namespace": self.namespace, "labels": labels, "annotations": annotations}
+        if ex.uid:  # Argo's pods are the Workflow's: deleting it deletes them
+            meta["ownerReferences"] = [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": ex.workflow,
+                                        "uid": ex.uid, "controller": True, "blockOwnerDeletion": True}]
+        if ex.record and argo_name:
+            node_name = ex.record.pod_node(argo_name)
+            annotations |= {"workflows.argoproj.io/node-name": node_name,
+                            "workflows.argoproj.io/node-id": ex.record.node_id(node_name)}
+        return self.pods.create({"apiVersion": "v1", "kind": "Pod", "spec": spec, "metadata": meta})
 
     def _wait_pod(self, ex: Execution, name: str) -> str:
         """Wait for the pod to end (polls back off to 1 s); its phase, or "" if it is gone."""

@@ -182,14 +182,89 @@ def test_a_task_argument_over_the_kernels_limit_fails_at_exec_as_on_argo(box, kf
     assert "argument list too long" in too_big.error.message
 
 
-def test_a_missing_required_parameter_fails_the_run_before_any_pod(box, kfp_client):
+def blob_pipeline(name: str, distinct: int, chained: int):
+    """Container components whose command carries ~120 KB that gzip cannot shrink (random
+    base64): `distinct` different ones side by side (the Workflow's spec holds each once), or
+    one of them `chained` times in a row (each run's nodes hold it four more times)."""
+    import base64
+    import random
+
+    from kfp import dsl
+
+    def blob(i: int):
+        payload = base64.b64encode(random.Random(i).randbytes(90_000)).decode()
+
+        @dsl.container_component
+        def blob():
+            return dsl.ContainerSpec(image="registry.access.redhat.com/ubi9/python-311",
+                                     command=["sh", "-c", f"echo blob {i} # {payload}"])
+        return blob
+
+    @dsl.pipeline(name=name)
+    def blobs():
+        for i in range(distinct):
+            blob(i)()
+        one, previous = blob(1000), None
+        for _ in range(chained):
+            task = one()
+            if previous is not None:
+                task.after(previous)
+            previous = task
+
+    return blobs
+
+
+def test_a_workflow_over_etcds_limit_is_refused_at_creation_as_kfp_refuses_it(kfp_client, tmp_path):
+    """Thirteen distinct 120 KB containers: a Workflow spec of ~1.6 MB, which etcd refuses, so
+    KFP's CreateRun fails with its wording and keeps no run."""
+    from kfp import compiler
+    from kfp_server_api.exceptions import ApiException
+
+    package = str(tmp_path / "wide.yaml")
+    compiler.Compiler().compile(blob_pipeline("wide", distinct=13, chained=0), package)
+    with pytest.raises(ApiException) as exc:
+        kfp_client.create_run_from_pipeline_package(package, run_name="too-wide")
+    assert exc.value.status == 500
+    assert ("Failed to create a new run: InternalServerError: Failed to create a workflow for (): "
+            "etcdserver: request is too large") in exc.value.body
+    assert not [r for r in kfp_client.list_runs(page_size=100).runs or [] if r.display_name == "too-wide"]
+
+
+def test_a_workflow_whose_status_outgrows_argos_limit_errors_and_nothing_more_runs(box, kfp_client, tmp_path):
+    """One 120 KB container three times in a row: the spec fits, but each task's nodes carry
+    it four times (driver input, pod spec patch out, executor and pod inputs), random enough
+    that Argo's gzip cannot bring status.nodes under 1 MiB: the Workflow goes to Error with
+    Argo's message and the tasks after it never start."""
+    from kfp import compiler
+
+    package = str(tmp_path / "long.yaml")
+    compiler.Compiler().compile(blob_pipeline("long", distinct=0, chained=3), package)
+    run = kfp_client.create_run_from_pipeline_package(package, run_name="too-long")
+    done = wait_run(kfp_client, run.run_id)
+    assert done.state == "FAILED"
+    assert "workflow is longer than maximum allowed size. compressed size" in done.error.message
+    assert "> maxSize 1048576Tried to offload but encountered error: offload node status is not supported" \
+        in done.error.message
+    started = [t for t in tasks(done).values() if t.display_name.startswith("blob") and t.state == "SUCCEEDED"]
+    assert len(started) < 3
+    wf = k8s.CustomObjectsApi(SandboxClient(box.info).api_client()).list_namespaced_custom_object(
+        "argoproj.io", "v1alpha1", NS, "workflows", label_selector=f"pipeline/runid={run.run_id}")["items"][0]
+    assert wf["status"]["phase"] == "Error" and wf["status"]["message"] == done.error.message
+
+
+def test_a_missing_required_parameter_is_refused_at_creation(kfp_client):
+    """KFP 2.14.3 checks a run's inputs when it compiles the Workflow (v2_template.go
+    validatePipelineJobInputs): no run is made."""
+    from kfp_server_api.exceptions import ApiException
+
     from kfp_ray.pipelines import registry
 
-    run = kfp_client.create_run_from_pipeline_package(str(registry.compiled_path("ray_training")), arguments={},
-                                                      run_name="no-entrypoint")
-    done = wait_run(kfp_client, run.run_id, timeout=30)
-    assert done.state == "FAILED" and "'entrypoint' is required" in done.error.message
-    assert not tasks(done).get("provision-ray-cluster")
+    with pytest.raises(ApiException) as exc:
+        kfp_client.create_run_from_pipeline_package(str(registry.compiled_path("ray_training")), arguments={},
+                                                    run_name="no-entrypoint")
+    assert exc.value.status == 400
+    assert ("invalid pipeline job inputs: Invalid input error: parameter entrypoint is not optional, yet has "
+            "neither default value nor user provided value") in exc.value.body
 
 
 def cpu_in_use(box) -> float:
