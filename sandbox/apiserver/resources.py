@@ -136,7 +136,7 @@ SERVED_CRD_VERSIONS = {"ray.io": "v1", "kueue.x-k8s.io": "v1beta1",
                        # Gateway API v1.2.1 (standard channel), as OpenShift 4.19's ingress operator installs it
                        # for RHOAI 3.x's KubeRay (HTTPRoute, Gateway; ReferenceGrant is v1beta1 only)
                        "gateway.networking.k8s.io": "v1", "referencegrants.gateway.networking.k8s.io": "v1beta1",
-                       # Argo's Workflow: what the pipelines server creates for a run (pipelines_api/argo.py)
+                       # Argo's Workflow: what the pipelines server creates for a run (pipelines_api/argo/)
                        "argoproj.io": "v1alpha1"}
 GATEWAY_API_GROUP = "gateway.networking.k8s.io"  # served only by Registry(gateway_api=True)
 

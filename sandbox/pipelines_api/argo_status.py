@@ -17,7 +17,7 @@ From argoproj/argo-workflows v3.6.12 (what KFP 2.14.3 on rhoai-3.3 runs; go.mod)
   configures none), the workflow is marked Error with packer's message and nothing more runs;
   an update etcd refuses ("request is too large") marks the workflow Error from its last stored
   state (`persistWorkflowSizeLimitErr`).
-Nodes are laid out as KFP's compiled templates make Argo lay them out (argo.py): the
+Nodes are laid out as KFP's compiled templates make Argo lay them out (argo/compiler.py): the
 entrypoint's `root-driver` and `root`, then per container task `<task>-driver` (a pod),
 `<task>` (a DAG) and its `executor` (a pod); per sub-DAG task `<task>-driver` and `<task>`; an
 exit task under `<guarded task>.hooks.exit`. What the record leaves out: resourcesDuration,

@@ -1,4 +1,4 @@
-"""The Python port of KFP 2.14.3's Argo compiler (sandbox/pipelines_api/argo.py): the Workflow
+"""The Python port of KFP 2.14.3's Argo compiler (sandbox/pipelines_api/argo/): the Workflow
 layout it gives the repo's compiled pipelines, and hand-written IR for conditions and retries
 whose expected fragments follow the Go compiler's golden Workflows (rhoai-3.3
 test_data/compiled-workflows: if_else_with_oneof_parameters, pipeline_with_retry)."""
