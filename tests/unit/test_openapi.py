@@ -38,6 +38,7 @@ def test_every_served_type_has_a_document_with_its_schema_and_operations():
     index = openapi.v3_index(reg)["paths"]
     assert set(index) == {"api/v1", "apis/ray.io/v1", "apis/kueue.x-k8s.io/v1beta1", "apis/route.openshift.io/v1",
                           "apis/workload.codeflare.dev/v1beta2", "apis/datasciencepipelinesapplications.opendatahub.io/v1",
+                          "apis/argoproj.io/v1alpha1",
                           "apis/authorization.k8s.io/v1", "apis/authentication.k8s.io/v1", "apis/rbac.authorization.k8s.io/v1",
                           "apis/networking.k8s.io/v1",
                           "apis/metrics.k8s.io/v1beta1"}  # the aggregated metrics API publishes its own
