@@ -20,7 +20,10 @@ From argoproj/argo-workflows v3.6.12 (what KFP 2.14.3 on rhoai-3.3 runs; go.mod)
 Nodes are laid out as KFP's compiled templates make Argo lay them out (argo/compiler.py): the
 entrypoint's `root-driver` and `root`, then per container task `<task>-driver` (a pod),
 `<task>` (a DAG) and its `executor` (a pod); per sub-DAG task `<task>-driver` and `<task>`; an
-exit task under `<guarded task>.hooks.exit`. What the record leaves out: resourcesDuration,
+exit task under `<guarded task>.onExit` (workflow/controller/exit_handler.go runOnExitNode:
+`common.GenerateOnExitNodeName`; its pods are exit pods, which the workflow deadline a
+terminate sets does not stop, workflowpod.go). A node's display name is its name less its
+boundary's (operator.go initializeNode). What the record leaves out: resourcesDuration,
 progress, conditions, outboundNodes and the artifact repository fields (small, fixed per node).
 """
 
@@ -244,10 +247,11 @@ class ArgoRecord:
         guarded = self._by_name(f"{parent}.{hook_of}")
         hook_template = next(t for t in self.templates[node["templateName"]]["dag"]["tasks"]
                              if t["name"] == hook_of)["hooks"]["exit"]["template"]
-        hook = self.nodes.get(node_id(self.name, f"{guarded['name']}.hooks.exit"))
+        hook = self.nodes.get(node_id(self.name, f"{guarded['name']}.onExit"))
         if hook is None:
-            hook = self._node(f"{guarded['name']}.hooks.exit", f"{hook_of}.hooks.exit", "DAG", hook_template, node,
+            hook = self._node(f"{guarded['name']}.onExit", f"{hook_of}.onExit", "DAG", hook_template, node,
                               node["id"], [{"name": "parent-dag-id", "value": self._parent_dag_id(node)}])
+            hook["nodeFlag"] = {"hooked": True}
         return hook, hook_template
 
     def _scope_values(self, scope: dict) -> dict:
