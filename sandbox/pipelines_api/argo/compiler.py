@@ -585,18 +585,19 @@ class _Compiler:
                           env=self.config.proxy_env() + copy.deepcopy(self.config.ml_pipeline_env),
                           resources=_driver_resources())
 
-    def _task_name_arg(self) -> list[str]:
-        return ["--task_name", input_parameter("task-name")] if self.version == "2.14.3" else []
+    def _driver_args(self, driver_type: str) -> list[str]:
+        """The flags both drivers' templates begin with (container.go and dag.go write them alike)."""
+        return (["--type", driver_type, "--pipeline_name", self.spec["pipelineInfo"]["name"],
+                 "--run_id", "{{workflow.uid}}", "--run_name", "{{workflow.name}}",
+                 "--run_display_name", self.display_name, "--dag_execution_id", input_parameter("parent-dag-id"),
+                 "--component", input_parameter("component"), "--task", input_parameter("task")]
+                + (["--task_name", input_parameter("task-name")] if self.version == "2.14.3" else []))
 
     def add_dag_driver_template(self) -> str:
         name = "system-dag-driver"
         if name in self.templates:
             return name
-        args = (["--type", input_parameter("driver-type"), "--pipeline_name", self.spec["pipelineInfo"]["name"],
-                 "--run_id", "{{workflow.uid}}", "--run_name", "{{workflow.name}}",
-                 "--run_display_name", self.display_name, "--dag_execution_id", input_parameter("parent-dag-id"),
-                 "--component", input_parameter("component"), "--task", input_parameter("task")]
-                + self._task_name_arg()
+        args = (self._driver_args(input_parameter("driver-type"))
                 + ["--runtime_config", input_parameter("runtime-config"),
                    "--iteration_index", input_parameter("iteration-index"),
                    "--execution_id_path", output_path("execution-id"),
@@ -637,11 +638,7 @@ class _Compiler:
         name = "system-container-driver"
         if name in self.templates:
             return name
-        args = (["--type", "CONTAINER", "--pipeline_name", self.spec["pipelineInfo"]["name"],
-                 "--run_id", "{{workflow.uid}}", "--run_name", "{{workflow.name}}",
-                 "--run_display_name", self.display_name, "--dag_execution_id", input_parameter("parent-dag-id"),
-                 "--component", input_parameter("component"), "--task", input_parameter("task")]
-                + self._task_name_arg()
+        args = (self._driver_args("CONTAINER")
                 + ["--container", input_parameter("container"),
                    "--iteration_index", input_parameter("iteration-index"),
                    "--cached_decision_path", output_path("cached-decision"),
