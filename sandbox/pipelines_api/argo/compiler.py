@@ -614,6 +614,9 @@ class _Compiler:
             _param("iteration-count", value_from={"default": "0", "path": "/tmp/outputs/iteration-count"}),
             _param("condition", value_from={"default": "true", "path": "/tmp/outputs/condition"}),
         ]
+        return self._add_driver_template(name, args, inputs, outputs)
+
+    def _add_driver_template(self, name: str, args: list[str], inputs: list[dict], outputs: list[dict]) -> str:
         t = _template(name, inputs=inputs, outputs=outputs, container=self._driver_container(args))
         _add_ca_bundle(t, self.config.env, "ARTIFACT_COPY_STEP_CABUNDLE")
         self.templates[name] = t
@@ -657,11 +660,7 @@ class _Compiler:
                    value_from={"default": "false", "path": "/tmp/outputs/cached-decision"}),
             _param("condition", value_from={"default": "true", "path": "/tmp/outputs/condition"}),
         ]
-        t = _template(name, inputs=inputs, outputs=outputs, container=self._driver_container(args))
-        _add_ca_bundle(t, self.config.env, "ARTIFACT_COPY_STEP_CABUNDLE")
-        self.templates[name] = t
-        self.template_list.append(t)
-        return name
+        return self._add_driver_template(name, args, inputs, outputs)
 
     # -- executors ---------------------------------------------------------------------------
 
