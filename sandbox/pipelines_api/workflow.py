@@ -44,12 +44,12 @@ from pathlib import Path
 from . import argo, dag, platform_spec
 from .argo_status import ArgoRecord
 from .dag import CANCELED, FAILED, PENDING, RUNNING, SKIPPED, SUCCEEDED, Node
+from .launcher import RESOLVED_ARG_ENV
 from .wire import ApiError, now
 
 log = logging.getLogger("sandbox.workflow")
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
-RESOLVED_ARG_ENV = "KFP_LAUNCHER_ARG_"  # + index: the command's resolved elements (launcher.py)
 OUTPUT_PARAMETER_DIR = "/tmp/kfp/outputs"
 OUTPUT_METADATA = "/tmp/kfp_outputs/output_metadata.json"
 STORAGE_SECRET = "ds-pipeline-s3-dspa"  # the DSPA's object storage secret (accesskey, secretkey)
@@ -68,13 +68,21 @@ class _Driven:
     launch: dict  # what the sandbox's launcher needs besides its flags
 
 
+def component_command(container: dict) -> list[str]:
+    """The component's command and args as compiled (what follows the launcher's `--`)."""
+    return list(container.get("command") or []) + list(container.get("args") or [])
+
+
+def component_env(container: dict) -> list[dict]:
+    return [{"name": e["name"], "value": e.get("value", "")} for e in container.get("env") or []]
+
+
 def pod_spec_patch(container: dict, argv: list[str]) -> str:
     """The driver's pod-spec-patch output (driver.go initPodSpecPatch): the main container with
     the launcher's command line, the component's command and args, image, env and resources."""
     main = {"name": "main", "image": container.get("image", ""), "command": ["/kfp-launcher/launch", *argv],
-            "args": list(container.get("command") or []) + list(container.get("args") or []),
-            "resources": {}}
-    env = [{"name": e["name"], "value": e.get("value", "")} for e in container.get("env") or []]
+            "args": component_command(container), "resources": {}}
+    env = component_env(container)
     if env:
         main["env"] = env
     return json.dumps({"containers": [main]}, separators=(",", ":"))
@@ -283,20 +291,15 @@ class Engine:
         self._set_state(ex, state)
 
     def _root_parameters(self, ex: Execution) -> dict:
-        """Pipeline inputs: the run's values over the compiled defaults; a required input
-        without a value fails the run (the root driver's check)."""
-        given = dict((ex.run.get("runtime_config") or {}).get("parameters") or {})
+        """Pipeline inputs: the run's values over the compiled defaults (CreateRun has already
+        refused a run missing a required one or giving one the pipeline does not have)."""
+        given = (ex.run.get("runtime_config") or {}).get("parameters") or {}
         out = {}
         for name, d in ((ex.pipeline_spec["root"].get("inputDefinitions") or {}).get("parameters") or {}).items():
             if name in given:
-                out[name] = given.pop(name)
+                out[name] = given[name]
             elif "defaultValue" in d:
                 out[name] = d["defaultValue"]
-            elif not d.get("isOptional"):
-                raise ValueError(f"failed to resolve the pipeline's inputs: parameter {name!r} is required "
-                                 "and the run gives no value")
-        if given:
-            raise ValueError(f"the run gives parameters the pipeline does not have: {sorted(given)}")
         return out
 
     def _dag(self, ex: Execution, prefix: str, spec: dict, inputs: dict, artifacts: dict, parent_id: str,
@@ -476,7 +479,7 @@ class Engine:
         task_root = f"{ex.root}/{pipeline_name}/{ex.run['run_id']}/{task_name}/{task_uuid}"
         executor_input = self._executor_input(ex, node, params, arts, task_root)
         command = placeholder_utils.replace_placeholders(
-            list(container.get("command") or []) + list(container.get("args") or []), executor_input,
+            component_command(container), executor_input,
             pipeline_resource_name=ex.workflow, task_resource_name=task_name, pipeline_root=ex.root,
             unique_pipeline_id=ex.run["run_id"])
         types = {k: v.get("parameterType", "STRING") for k, v in
@@ -500,12 +503,11 @@ class Engine:
         if ex.halted(node):  # terminated while the pod was being made
             self.pods.delete(name)
         self._task_pod(ex, node.path, name)
-        phase = self._wait_pod(ex, name)
+        phase, ended = self._wait_pod(ex, name)
+        failure = "" if phase == "Succeeded" else self._pod_failure(name, ended)
         if ex.record and argo_pod and not ex.deleted.is_set():
-            pod_now = self.pods.get(name) or {}
-            ex.record.end(ex.record.pod_node(argo_pod), "Succeeded" if phase == "Succeeded" else "Failed",
-                          "" if phase == "Succeeded" else self._pod_failure(name),
-                          host=(pod_now.get("spec") or {}).get("nodeName", ""))
+            ex.record.end(ex.record.pod_node(argo_pod), "Succeeded" if phase == "Succeeded" else "Failed", failure,
+                          host=((ended or {}).get("spec") or {}).get("nodeName", ""))
         if phase == "Succeeded":
             result = self._read_output(task_root)
             node.outputs = dict(result.get("parameterValues") or {})
@@ -516,14 +518,13 @@ class Engine:
         if ex.halted(node):
             self._task_error(ex, node.path, "the task's pod was stopped: the run was terminated")
             return CANCELED
-        self._task_error(ex, node.path, f"task {task_name} failed: {self._pod_failure(name)}")
+        self._task_error(ex, node.path, f"task {task_name} failed: {failure}")
         return FAILED
 
     def _pod(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, driven: _Driven,
              argo_name: str = "") -> dict:
         launch, argv, command = driven.launch, driven.argv, driven.command
-        env = [{"name": e["name"], "value": e.get("value", "")} for e in container.get("env") or []]
-        env += dag.secret_env(config, node.parent_inputs)
+        env = component_env(container) + dag.secret_env(config, node.parent_inputs)
         # The command with its placeholders resolved, which the real launcher resolves in the pod
         # and execs: one string per element, as its exec has them (the kernel's limit is per string).
         env += [{"name": f"{RESOLVED_ARG_ENV}{i}", "value": a} for i, a in enumerate(command)]
@@ -541,7 +542,7 @@ class Engine:
                 "terminationGracePeriodSeconds": DEFAULT_GRACE_S,
                 "containers": [{"name": "main", "image": container.get("image", ""),
                                 "command": [sys.executable, "-I", str(LAUNCHER), *argv],
-                                "args": list(container.get("command") or []) + list(container.get("args") or []),
+                                "args": component_command(container),
                                 "env": env}]}
         if config.get("tolerations"):
             spec["tolerations"] = [{k: v for k, v in t.items() if k in ("key", "operator", "value", "effect", "tolerationSeconds")}
@@ -559,22 +560,25 @@ class Engine:
                             "workflows.argoproj.io/node-id": ex.record.node_id(node_name)}
         return self.pods.create({"apiVersion": "v1", "kind": "Pod", "spec": spec, "metadata": meta})
 
-    def _wait_pod(self, ex: Execution, name: str) -> str:
-        """Wait for the pod to end (polls back off to 1 s); its phase, or "" if it is gone."""
+    def _wait_pod(self, ex: Execution, name: str) -> tuple[str, dict | None]:
+        """Wait for the pod to end (polls back off to 1 s): its phase ("" if it is gone) and the
+        pod as last read."""
         deadline = time.monotonic() + POD_TIMEOUT_S
         wait = 0.05
         while time.monotonic() < deadline:
             pod = self.pods.get(name)
             phase = ((pod or {}).get("status") or {}).get("phase", "")
             if pod is None or phase in ("Succeeded", "Failed"):
-                return phase
+                return phase, pod
             time.sleep(wait)
             wait = min(wait * 1.5, 1.0)
         self.pods.delete(name)
-        return "Failed"
+        return "Failed", None
 
-    def _pod_failure(self, name: str) -> str:
-        pod = self.pods.get(name) or {}
+    @staticmethod
+    def _pod_failure(name: str, pod: dict | None) -> str:
+        """Why the ended pod `name` failed, from its container statuses."""
+        pod = pod or {}
         for c in (pod.get("status") or {}).get("containerStatuses") or []:
             t = (c.get("state") or {}).get("terminated") or {}
             if "argument list too long" in t.get("message", ""):
