@@ -1,6 +1,7 @@
 """Following a run on a Data Science Pipelines server as it goes: each task's state when it
-changes, and its pod's log as it is written (through pods/log, as `kubectl logs` reads it),
-until the run ends. Used by `run --local`; the server's own states decide when it is over.
+changes (run_tasks.states: KFP 2.14's task details), and its pods' logs as they are written
+(found by the run's label and Argo's node names, read through pods/log as `kubectl logs` reads
+them), until the run ends. Used by `run --local`; the server's own states decide when it is over.
 
 kfp.Client.wait_for_run_completion does not stop on CANCELED (kfp 2.17 waits for SUCCEEDED,
 FAILED, SKIPPED or ERROR): this loop treats every terminal state as the end."""
@@ -10,6 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from .run_tasks import OMITTED, states
 
 # v2beta1 RuntimeState: the run (and a task) is over in these
 TERMINAL = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")
@@ -21,19 +24,21 @@ MAX_FAILED_READS = 8  # consecutive failed reads of the run before following giv
 class _Task:
     name: str
     state: str = ""
-    pod: str = ""
-    said: int = 0  # how much of its pod's log was printed
-    log_done: bool = False
+    pods: list[str] = field(default_factory=list)  # its executor pods, first attempt first
+    said: dict[str, int] = field(default_factory=dict)  # pod -> how much of its log was printed
+    done: set[str] = field(default_factory=set)  # pods whose log was printed to its end
 
 
 @dataclass
 class Follower:
-    """`get_run(run_id)` is kfp.Client.get_run; `read_log(pod)` answers the pod's log so far
-    (None when it cannot be read); `out` gets whole lines."""
+    """`get_run(run_id)` is kfp.Client.get_run; `out` gets whole lines. With
+    `find_pods(run_id)` (each task's executor pods, run_tasks.executor_pods) and `read_log(pod)`
+    (the pod's log so far, None when it cannot be read), each task's log is followed too."""
 
     get_run: Callable
     out: object
     read_log: Callable[[str], str | None] | None = None
+    find_pods: Callable[[str], dict[str, list[str]]] | None = None
     tasks: dict[str, _Task] = field(default_factory=dict)
 
     def follow(self, run_id: str, timeout: float):
@@ -60,35 +65,52 @@ class Follower:
 
     def _update(self, run, final: bool = False) -> bool:
         changed = False
-        for d in (run.run_details.task_details if run.run_details else None) or []:
-            task = self.tasks.setdefault(d.task_id, _Task(d.display_name))
-            task.pod = d.pod_name or task.pod
-            ended = final or d.state in TERMINAL
+        pods = self._pods(run.run_id)
+        for name, state in states(run).items():
+            task = self.tasks.setdefault(name, _Task(name))
+            task.pods = pods.get(name, task.pods)
+            ended = final or state in TERMINAL or state == OMITTED
             if ended:  # its log's end before the line that says how it ended
                 changed |= self._log(task, ended)
-            if d.state != task.state and (task.pod or d.state == "SKIPPED"):  # a pod's task, or a cache hit
-                task.state = d.state
-                self._say(f"==> {task.name}: {d.state}" + (f": {d.error.message}" if d.error and d.error.message else ""))
+            if state != task.state:
+                task.state = state
+                self._say(f"==> {name}: {state}")
                 changed = True
             if not ended:
                 changed |= self._log(task, ended)
         return changed
 
+    def _pods(self, run_id: str) -> dict[str, list[str]]:
+        if self.find_pods is None or self.read_log is None:
+            return {}
+        try:
+            return self.find_pods(run_id)
+        except Exception:  # noqa: BLE001 - logs are best effort; the next poll asks again
+            return {}
+
     def _log(self, task: _Task, ended: bool) -> bool:
-        if not task.pod or task.log_done or self.read_log is None:
-            return False
-        text = self.read_log(task.pod)
-        if text is None:
-            task.log_done = ended  # gone (a terminated run's pod) or not readable yet
-            return False
-        new = text[task.said:]
-        if not ended:  # a line still being written waits for its end
-            new = new[: new.rfind("\n") + 1]
-        task.said += len(new)
-        for line in new.splitlines():
-            self._say(f"{task.name} | {line}")
-        task.log_done = ended
-        return bool(new)
+        """Print what is new in the task's pods' logs; a pod before the last (a retried attempt)
+        is over, so its log is printed to its end."""
+        printed = False
+        for i, pod in enumerate(task.pods):
+            if pod in task.done:
+                continue
+            over = ended or i < len(task.pods) - 1
+            text = self.read_log(pod)
+            if text is None:
+                if over:
+                    task.done.add(pod)  # gone (a terminated run's pod) or never readable
+                continue
+            new = text[task.said.get(pod, 0):]
+            if not over:  # a line still being written waits for its end
+                new = new[: new.rfind("\n") + 1]
+            task.said[pod] = task.said.get(pod, 0) + len(new)
+            for line in new.splitlines():
+                self._say(f"{task.name} | {line}")
+            if over:
+                task.done.add(pod)
+            printed |= bool(new)
+        return printed
 
     def _say(self, line: str) -> None:
         self.out.write(line + "\n")

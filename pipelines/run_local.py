@@ -83,7 +83,7 @@ def _run(args, box, compiled: Path, params: dict, inputs: dict, started: float) 
 
     from kfp_ray_sandbox.client import SandboxClient
 
-    from . import summary
+    from . import run_tasks, summary
     from .follow import Follower
 
     sbx = SandboxClient(box.info)
@@ -105,7 +105,9 @@ def _run(args, box, compiled: Path, params: dict, inputs: dict, started: float) 
     print(f"==> run {run.run_id}: each task a pod as pipeline-runner, its settings from the YAML", flush=True)
     core = k8s.CoreV1Api(sbx.api_client())
     view = summary.LiveView(sys.stdout, verbose=args.verbose, secrets=list(sbx.data_connection().values()))
-    follower = Follower(client.get_run, view, read_log=lambda pod: _pod_log(core, box.info["namespace"], pod))
+    ns = box.info["namespace"]
+    follower = Follower(client.get_run, view, read_log=lambda pod: _pod_log(core, ns, pod),
+                        find_pods=lambda run_id: run_tasks.executor_pods(core, ns, run_id))
     try:
         done = follower.follow(run.run_id, args.timeout)
     except KeyboardInterrupt:
@@ -117,7 +119,8 @@ def _run(args, box, compiled: Path, params: dict, inputs: dict, started: float) 
     s3, bucket = sbx.s3(), box.info["s3_bucket"]
     name = registry.load(args.name).pipeline_spec.pipeline_info.name
     prefix = f"{name}/{run.run_id}/"
-    report = summary.build(done, summary.task_outputs(s3, bucket, prefix), view.text(), sbx)
+    why = "" if done.state == "SUCCEEDED" else _why(k8s.CustomObjectsApi(sbx.api_client()), ns, run.run_id)
+    report = summary.build(done, summary.task_outputs(s3, bucket, prefix), view.text(), sbx, why)
     report["platform"] = box.info["platform"]
     root = f"s3://{bucket}/{prefix}"
     for key in ("report", "job_log"):  # the pipeline root goes with the sandbox unless kept
@@ -134,6 +137,16 @@ def _terminate(client, follower, run_id: str, why: str):
     print(f"==> {why}: terminating the run (its exit handler tears the cluster down)", flush=True)
     client.terminate_run(run_id)
     return follower.follow(run_id, CANCEL_WAIT_S)
+
+
+def _why(custom, namespace: str, run_id: str) -> str:
+    """Why the run failed, from its Workflow (KFP's API does not say)."""
+    from . import run_tasks
+
+    try:
+        return run_tasks.workflow_failure(custom, namespace, run_id)
+    except Exception as exc:  # noqa: BLE001 - the summary is best effort
+        return f"(its Workflow could not be read: {type(exc).__name__})"
 
 
 def _pod_log(core, namespace: str, pod: str) -> str | None:

@@ -49,14 +49,14 @@ def cmd_list(args) -> int:
 
 
 def cmd_get(args) -> int:
+    from .run_tasks import states
+
     run = connection.connect(args).get_run(args.run_id)
     print(f"run {run.run_id} ({run.display_name}): {run.state}")
-    if run.error and run.error.message:
+    if run.error and run.error.message:  # the server could not read the run (KFP sets no error for a failed run)
         print(f"error: {run.error.message}")
-    for t in (run.run_details.task_details if run.run_details else None) or []:
-        if t.pod_name or t.state == "SKIPPED":
-            error = f"  {t.error.message}" if t.error and t.error.message else ""
-            print(f"  {t.display_name:28} {t.state}{error}")
+    for name, state in states(run).items():
+        print(f"  {name:28} {state}")
     return 0
 
 

@@ -54,6 +54,10 @@ def wait(client, run_id: str, timeout: float):
 
 def report(run) -> int:
     """Print how the run ended; its exit code."""
-    error = f": {run.error.message}" if run.error and run.error.message else ""
-    print(f"run {run.run_id} {run.state}{error}", flush=True)
+    from .run_tasks import states
+
+    failed = [name for name, state in states(run).items() if state == "FAILED"]
+    # KFP's API says which tasks failed, not why: their pods' logs do (`kubectl logs -l pipeline/runid=...`)
+    why = f" (failed: {', '.join(failed)}; their logs: kubectl logs -l pipeline/runid={run.run_id})" if failed else ""
+    print(f"run {run.run_id} {run.state}{why}", flush=True)
     return 0 if run.state == "SUCCEEDED" else 1

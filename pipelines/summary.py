@@ -58,11 +58,13 @@ def task_outputs(s3, bucket: str, prefix: str) -> dict[str, dict]:
     return out
 
 
-def build(run, outputs: dict[str, dict], log: str, client) -> dict:
-    """The summary of a finished run: its state and error from the API, its tasks' states,
-    their outputs (`task_outputs`) and what the run left in S3."""
-    states = {d.display_name: d.state for d in (run.run_details.task_details if run.run_details else None) or []
-              if d.pod_name or d.state == "SKIPPED"}
+def build(run, outputs: dict[str, dict], log: str, client, why: str = "") -> dict:
+    """The summary of a finished run: its state from the API and, when it failed, `why`
+    (run_tasks.workflow_failure), its tasks' states, their outputs (`task_outputs`) and what
+    the run left in S3."""
+    from .run_tasks import states as task_states
+
+    states = task_states(run)
 
     def artifact(task, name):
         arts = ((outputs.get(task) or {}).get("artifacts") or {}).get(name, {}).get("artifacts") or [{}]
@@ -87,7 +89,7 @@ def build(run, outputs: dict[str, dict], log: str, client) -> dict:
             stored = []
     return {
         "status": run.state,
-        "error": run.error.message if run.error and run.error.message else "",
+        "error": why,
         "tasks": states,
         "metrics": metrics,
         "model": (model.get("metadata") or {}).get("s3_uri", ""),

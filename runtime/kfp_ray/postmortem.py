@@ -57,10 +57,14 @@ def task_of(pod) -> str:
         if source.get(NAME_KEY):
             return source[NAME_KEY]
     node = (meta.annotations or {}).get(NODE_KEY, "")
-    if node:
-        parts = [p for p in re.sub(r"\(\d+\)", "", node).split(".") if p not in ("executor", "driver")]
-        return parts[-1]
-    return meta.name
+    return task_of_node(node) if node else meta.name
+
+
+def task_of_node(node_name: str) -> str:
+    """The pipeline task an Argo node name is for: `<workflow>.root.<task>.executor`, a retry's
+    `...<task>.executor(1)`, an exit task's `...<guarded>.onExit.<task>.executor`."""
+    parts = [p for p in re.sub(r"\(\d+\)", "", node_name).split(".") if p not in ("executor", "driver")]
+    return parts[-1]
 
 
 def why(tail: str) -> str:

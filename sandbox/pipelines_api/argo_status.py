@@ -35,7 +35,7 @@ import json
 import threading
 from collections.abc import Callable
 
-from .wire import now
+from .task_report import seconds_now as now  # metav1.Time: whole seconds
 
 MAX_WORKFLOW_SIZE = 1024 * 1024
 TOO_LARGE = "workflow is longer than maximum allowed size."
@@ -131,6 +131,28 @@ class ArgoRecord:
             self._save()
             return node["name"]
 
+    def omitted(self, parent: str, task: str, hook_of: str | None = None) -> None:
+        """A task whose upstream failed: Argo's DAG marks its driver task, then the task itself,
+        Omitted (dag.go executeDAGTask: "omitted: depends condition not met")."""
+        with self.lock:
+            scope, where = self._scope(parent, task, hook_of)
+            for name in (f"{task}-driver", task):
+                node = self._task_node(scope, where, name, "Skipped", {}, inputs=False)
+                self._end(node, "Omitted", message="omitted: depends condition not met")
+            self._save()
+
+    def condition_false(self, parent: str, task: str, hook_of: str | None = None) -> None:
+        """A task whose dsl.If condition is false: its driver succeeds with condition "false",
+        and the task's `when: <condition> != false` skips it (dag.go: "when '...' evaluated false")."""
+        with self.lock:
+            scope, where = self._scope(parent, task, hook_of)
+            driver = self._task_node(scope, where, f"{task}-driver", "Pod", self._scope_values(scope))
+            self._end(driver, "Succeeded", outputs=[
+                {"name": "condition", "value": "false", "valueFrom": {"default": "true", "path": "/tmp/outputs/condition"}}])
+            node = self._task_node(scope, where, task, "Skipped", {}, inputs=False)
+            self._end(node, "Skipped", message="when 'false != false' evaluated false")
+            self._save()
+
     def executor_pod(self, executor: str) -> str:
         """The executor DAG's next pod node (pending): `<executor>.executor`, or with a retry
         strategy a Retry node of that name and its attempts `executor(0)`, `executor(1)`...
@@ -210,11 +232,12 @@ class ArgoRecord:
             parent.setdefault("children", []).append(nid)
         return node
 
-    def _task_node(self, scope: dict, where: str, task: str, kind: str, values: dict) -> dict:
-        """The node of DAG template `where`'s task `task`, in the scope (DAG node) `scope`."""
+    def _task_node(self, scope: dict, where: str, task: str, kind: str, values: dict, inputs: bool = True) -> dict:
+        """The node of DAG template `where`'s task `task`, in the scope (DAG node) `scope` (a
+        node Argo skips or omits is made before its inputs are resolved: none)."""
         spec = next(t for t in self.templates[where]["dag"]["tasks"] if t["name"] == task)
         return self._node(f"{scope['name']}.{task}", task, kind, spec["template"], scope, scope["id"],
-                          self._inputs(spec, values))
+                          self._inputs(spec, values) if inputs else None)
 
     def _inputs(self, task: dict, values: dict) -> list[dict]:
         """The task's template inputs, resolved from its arguments as Argo resolves them."""

@@ -41,7 +41,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import argo, dag, platform_spec
+from . import argo, dag, platform_spec, task_report
 from .argo_status import ArgoRecord
 from .dag import CANCELED, FAILED, PENDING, RUNNING, SKIPPED, SUCCEEDED, Node
 from .launcher import RESOLVED_ARG_ENV
@@ -64,7 +64,7 @@ class _Driven:
     task_root: str
     command: list[str]  # resolved
     argv: list[str]  # the launcher's flags
-    executor: str  # its executor DAG node's name in the Workflow ("" with no Workflow kept)
+    executor: str  # its executor DAG node's name in the Workflow
     launch: dict  # what the sandbox's launcher needs besides its flags
 
 
@@ -138,12 +138,13 @@ class Execution:
     executors: dict  # kfp-kubernetes settings by executor label
     workflow: str  # the Argo Workflow's name
     root: str  # pipeline root URI
-    record: ArgoRecord | None = None  # the Workflow object, as Argo's controller keeps it
+    record: ArgoRecord | None = None  # the Workflow object, as Argo's controller keeps it (set by start)
     uid: str = ""  # the Workflow's uid (its pods' owner)
     canceling: threading.Event = field(default_factory=threading.Event)
     deleted: threading.Event = field(default_factory=threading.Event)
     pods: set = field(default_factory=set)
-    details: dict = field(default_factory=dict)  # task path -> V2beta1PipelineTaskDetail fields
+    tasks: dict = field(default_factory=dict)  # the API's task table (task_report), by Argo pod name
+    errors: list = field(default_factory=list)  # why tasks failed, first first (the exit handler's final status)
 
     def halted(self, node: Node) -> bool:
         """Whether `node` may no longer run: the run was deleted, its Workflow is in Error (for
@@ -152,18 +153,19 @@ class Execution:
         return self.deleted.is_set() or self.broken() or (self.canceling.is_set() and not dag.is_exit_task(node.spec))
 
     def broken(self) -> bool:
-        return self.record is not None and self.record.error is not None
+        return self.record.error is not None
 
 
 class Engine:
     def __init__(self, pipeline_store, pods: PodApi, s3, *, bucket: str, namespace: str, s3_endpoint: str,
-                 image: dict | None = None, retry_backoff_cap=lambda: float("inf"), workflows=None):
-        """`s3`: a boto3 client with the DSPA's storage keys (reads what launchers wrote);
+                 workflows, image: dict | None = None, retry_backoff_cap=lambda: float("inf")):
+        """`workflows`: create/update/delete of Workflow objects (core.py's, through the API
+        server); `s3`: a boto3 client with the DSPA's storage keys (reads what launchers wrote);
         `image`: the task image (rayimage.task_image()); built on first use when None;
         `retry_backoff_cap`: the longest wait before a task's retry, in seconds (the faults'
         task_retry_backoff_cap_s; infinite: the retryPolicy's own backoff)."""
         self.retry_backoff_cap = retry_backoff_cap
-        self.workflows = workflows  # create/update/delete of Workflow objects (core.py); None: none kept
+        self.workflows = workflows
         self.store = pipeline_store
         self.pods = pods
         self.s3 = s3
@@ -196,10 +198,9 @@ class Engine:
                 or self.default_root).rstrip("/")
         ex = Execution(run=run, pipeline_spec=pipeline_spec, executors=executors,
                        workflow=f"{name[:50]}-{secrets.token_hex(3)[:5]}", root=root)
-        if self.workflows is not None:
-            created = self._create_workflow(run, spec, root)
-            ex.workflow, ex.uid = created["metadata"]["name"], created["metadata"]["uid"]
-            ex.record = ArgoRecord(created, self.workflows.update)
+        created = self._create_workflow(run, spec, root)
+        ex.workflow, ex.uid = created["metadata"]["name"], created["metadata"]["uid"]
+        ex.record = ArgoRecord(created, lambda wf: self._reported(ex, self.workflows.update(wf)))
         with self.lock:
             self.executions[run["run_id"]] = ex
         threading.Thread(target=self._main, args=(ex,), daemon=True, name=f"run-{run['run_id'][:8]}").start()
@@ -254,8 +255,7 @@ class Engine:
             return
         ex.deleted.set()
         self._stop_pods(ex)
-        if self.workflows is not None:
-            self.workflows.delete(ex.workflow)
+        self.workflows.delete(ex.workflow)
 
     def shutdown(self) -> None:
         for run_id in list(self.executions):
@@ -266,12 +266,9 @@ class Engine:
         self._set_state(ex, RUNNING)
         try:
             params = self._root_parameters(ex)
-            root_id = self._detail(ex, "", ex.pipeline_spec["pipelineInfo"]["name"], None)
-            self._task_state(ex, "", RUNNING)
-            scope = ex.record.begin() if ex.record else ""
-            state = self._dag(ex, "", ex.pipeline_spec["root"]["dag"], params, {}, root_id, scope)
-            self._task_state(ex, "", state)
-            error = None if state == SUCCEEDED else self._first_error(ex)
+            scope = ex.record.begin()
+            state = self._dag(ex, "", ex.pipeline_spec["root"]["dag"], params, {}, scope)
+            error = ""  # a failed DAG leaves the Workflow's message empty (dag.go: markNodePhase, no message)
         except Exception as exc:  # noqa: BLE001 - a run the driver cannot start fails with the reason
             log.exception("run %s", ex.run["run_id"])
             state, error = FAILED, str(exc)
@@ -279,15 +276,11 @@ class Engine:
             return
         if ex.canceling.is_set():
             state = FAILED
-            error = error or "The run was terminated (Argo: Step exceeded its deadline)"
-        if ex.broken():  # Argo put the Workflow in Error: the run fails with Argo's message
+        if ex.broken():  # Argo put the Workflow in Error: the run fails, the Workflow says why
             state, error = FAILED, ex.record.error
-        if ex.record is not None:
-            ex.record.close("Succeeded" if state == SUCCEEDED else "Failed", "" if state == SUCCEEDED else (error or ""))
-        with self.store.lock:
+        ex.record.close("Succeeded" if state == SUCCEEDED else "Failed", "" if state == SUCCEEDED else error)
+        with self.store.lock:  # KFP's run has no error for a failed run: its Workflow says why
             ex.run["finished_at"] = now()
-            if error:
-                ex.run["error"] = {"code": 2, "message": error, "details": []}
         self._set_state(ex, state)
 
     def _root_parameters(self, ex: Execution) -> dict:
@@ -302,8 +295,7 @@ class Engine:
                 out[name] = d["defaultValue"]
         return out
 
-    def _dag(self, ex: Execution, prefix: str, spec: dict, inputs: dict, artifacts: dict, parent_id: str,
-             scope: str = "") -> str:
+    def _dag(self, ex: Execution, prefix: str, spec: dict, inputs: dict, artifacts: dict, scope: str) -> str:
         """Run one DAG's tasks to the end; its state (FAILED if any task failed). `scope`: its
         node in the Workflow's status (ArgoRecord)."""
         tasks = spec.get("tasks") or {}
@@ -323,12 +315,12 @@ class Engine:
                 start = exits
             for n in skip:
                 nodes[n].state = SKIPPED
-                self._detail(ex, nodes[n].path, _display(nodes[n]), parent_id)
-                self._task_state(ex, nodes[n].path, SKIPPED)
+                if not (ex.deleted.is_set() or ex.broken() or ex.canceling.is_set()):  # a past deadline makes no nodes
+                    ex.record.omitted(scope, n, _guarded(nodes[n]))
             for n in start:
                 nodes[n].state = RUNNING
-                threading.Thread(target=self._run_task, args=(ex, nodes[n], inputs, artifacts, nodes, parent_id, done,
-                                                              scope), daemon=True, name=f"task-{n}").start()
+                threading.Thread(target=self._run_task, args=(ex, nodes[n], inputs, artifacts, nodes, done, scope),
+                                 daemon=True, name=f"task-{n}").start()
                 running += 1
             if start or skip:
                 continue
@@ -343,9 +335,9 @@ class Engine:
             return CANCELED
         return SUCCEEDED
 
-    def _run_task(self, ex, node: Node, inputs, artifacts, siblings, parent_id, done: queue.Queue, scope: str = "") -> None:
+    def _run_task(self, ex, node: Node, inputs, artifacts, siblings, done: queue.Queue, scope: str) -> None:
+        task = node.path.rsplit("/", 1)[-1]
         try:
-            task_id = self._detail(ex, node.path, _display(node), parent_id)
             params = dag.resolve_parameters(node.spec, inputs, siblings)
             node.parent_inputs = inputs
             for key, src in ((node.spec.get("inputs") or {}).get("parameters") or {}).items():
@@ -353,24 +345,22 @@ class Engine:
                     params[key] = self._final_status(ex, src["taskFinalStatus"]["producerTask"], siblings)
             arts = dag.resolve_artifacts(node.spec, artifacts, siblings)
             if not dag.condition_holds(node.spec, params):  # a dsl.If branch not taken: skipped, not failed
+                ex.record.condition_false(scope, task, _guarded(node))
                 node.state = SKIPPED
                 return
-            self._task_state(ex, node.path, RUNNING)
             node.scope = scope
             if "dag" in node.component:
-                sub = ex.record.dag_task(scope, node.path.rsplit("/", 1)[-1], _guarded(node)) if ex.record else ""
-                state = self._dag(ex, node.path, node.component["dag"], params, arts, task_id, sub)
-                if ex.record:
-                    ex.record.end(sub, _ARGO_PHASE.get(state, "Failed"))
+                sub = ex.record.dag_task(scope, task, _guarded(node))
+                state = self._dag(ex, node.path, node.component["dag"], params, arts, sub)
+                ex.record.end(sub, _ARGO_PHASE.get(state, "Failed"))
             else:
                 state = self._container(ex, node, params, arts)
             node.state = state
         except Exception as exc:  # noqa: BLE001 - the driver's failure fails the task, not the engine
             log.exception("task %s of run %s", node.path, ex.run["run_id"])
             node.state = FAILED
-            self._task_error(ex, node.path, f"{type(exc).__name__}: {exc}")
+            self._task_error(ex, f"{type(exc).__name__}: {exc}")
         finally:
-            self._task_state(ex, node.path, node.state)
             done.put(node.path)
 
     def _final_status(self, ex: Execution, producer: str, siblings) -> dict:
@@ -395,9 +385,9 @@ class Engine:
             hit = self.cache.get(fingerprint)
             if hit is not None:
                 node.outputs, node.artifacts = dict(hit["outputs"]), dict(hit["artifacts"])
-                if ex.record:  # the driver's cached decision: the executor DAG succeeds with no pod
-                    ex.record.end(ex.record.container_task(node.scope, node.path.rsplit("/", 1)[-1], "",
-                                                           _guarded(node)), "Succeeded")
+                # the driver's cached decision: the executor DAG succeeds with no pod
+                ex.record.end(ex.record.container_task(node.scope, node.path.rsplit("/", 1)[-1], "", _guarded(node)),
+                              "Succeeded")
                 return SKIPPED
         driven = self._drive(ex, node, task_name, container, params, arts)
         state = FAILED
@@ -416,7 +406,7 @@ class Engine:
                 break
             if state == CANCELED:
                 break
-        if ex.record and not ex.deleted.is_set():
+        if not ex.deleted.is_set():
             ex.record.end(driven.executor, _ARGO_PHASE[state])
         return state
 
@@ -486,26 +476,25 @@ class Engine:
                  ((node.component.get("outputDefinitions") or {}).get("parameters") or {}).items()}
         argv = launcher_argv(pipeline_name, ex.run["run_id"], executor_input,
                              {k: v for k, v in node.component.items() if k != "dag"}, container)
-        executor = ""
-        if ex.record:
-            executor = ex.record.container_task(node.scope, node.path.rsplit("/", 1)[-1],
-                                                pod_spec_patch(container, argv), _guarded(node))
+        executor = ex.record.container_task(node.scope, node.path.rsplit("/", 1)[-1],
+                                            pod_spec_patch(container, argv), _guarded(node))
         return _Driven(task_root=task_root, command=command, argv=argv, executor=executor,
                        launch={"task_root": task_root, "output_parameter_types": types, "image": self.image})
 
     def _attempt(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, driven: _Driven) -> str:
         task_root = driven.task_root
-        argo_pod = ex.record.executor_pod(driven.executor) if ex.record else ""
+        argo_pod = ex.record.executor_pod(driven.executor)
         pod = self._pod(ex, node, task_name, container, config, driven, argo_pod)
         name = pod["metadata"]["name"]
         with self.lock:
             ex.pods.add(name)
         if ex.halted(node):  # terminated while the pod was being made
             self.pods.delete(name)
-        self._task_pod(ex, node.path, name)
         phase, ended = self._wait_pod(ex, name)
         failure = "" if phase == "Succeeded" else self._pod_failure(name, ended)
-        if ex.record and argo_pod and not ex.deleted.is_set():
+        if phase != "Succeeded" and ex.halted(node):  # Argo stopped it: the terminate's deadline
+            failure = "Step exceeded its deadline"
+        if not ex.deleted.is_set():
             ex.record.end(ex.record.pod_node(argo_pod), "Succeeded" if phase == "Succeeded" else "Failed", failure,
                           host=((ended or {}).get("spec") or {}).get("nodeName", ""))
         if phase == "Succeeded":
@@ -516,13 +505,13 @@ class Engine:
                               for k, v in (result.get("artifacts") or {}).items()}
             return SUCCEEDED
         if ex.halted(node):
-            self._task_error(ex, node.path, "the task's pod was stopped: the run was terminated")
+            self._task_error(ex, "the task's pod was stopped: the run was terminated")
             return CANCELED
-        self._task_error(ex, node.path, f"task {task_name} failed: {failure}")
+        self._task_error(ex, f"task {task_name} failed: {failure}")
         return FAILED
 
     def _pod(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, driven: _Driven,
-             argo_name: str = "") -> dict:
+             argo_name: str) -> dict:
         launch, argv, command = driven.launch, driven.argv, driven.command
         env = component_env(container) + dag.secret_env(config, node.parent_inputs)
         # The command with its placeholders resolved, which the real launcher resolves in the pod
@@ -537,7 +526,9 @@ class Engine:
         meta = config.get("podMetadata") or {}
         labels = {**(meta.get("labels") or {}), "pipeline/runid": ex.run["run_id"],
                   "workflows.argoproj.io/workflow": ex.workflow, "pipelines.kubeflow.org/v2_component": "true"}
-        annotations = {**(meta.get("annotations") or {}), "pipelines.kubeflow.org/task_name": task_name}
+        node_name = ex.record.pod_node(argo_name)
+        annotations = {**(meta.get("annotations") or {}), "workflows.argoproj.io/node-name": node_name,
+                       "workflows.argoproj.io/node-id": ex.record.node_id(node_name)}
         spec = {"serviceAccountName": ex.run.get("service_account") or RUNNER_ACCOUNT, "restartPolicy": "Never",
                 "terminationGracePeriodSeconds": DEFAULT_GRACE_S,
                 "containers": [{"name": "main", "image": container.get("image", ""),
@@ -549,15 +540,10 @@ class Engine:
                                    for t in config["tolerations"]]
         if (config.get("nodeSelector") or {}).get("labels"):
             spec["nodeSelector"] = dict(config["nodeSelector"]["labels"])
-        name = argo_name or f"{ex.workflow}-system-container-impl-{secrets.randbelow(10**10)}"[:63].rstrip("-")
-        meta = {"name": name, "namespace": self.namespace, "labels": labels, "annotations": annotations}
-        if ex.uid:  # Argo's pods are the Workflow's: deleting it deletes them
-            meta["ownerReferences"] = [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": ex.workflow,
-                                        "uid": ex.uid, "controller": True, "blockOwnerDeletion": True}]
-        if ex.record and argo_name:
-            node_name = ex.record.pod_node(argo_name)
-            annotations |= {"workflows.argoproj.io/node-name": node_name,
-                            "workflows.argoproj.io/node-id": ex.record.node_id(node_name)}
+        meta = {"name": argo_name, "namespace": self.namespace, "labels": labels, "annotations": annotations,
+                # Argo's pods are the Workflow's: deleting it deletes them
+                "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": ex.workflow,
+                                     "uid": ex.uid, "controller": True, "blockOwnerDeletion": True}]}
         return self.pods.create({"apiVersion": "v1", "kind": "Pod", "spec": spec, "metadata": meta})
 
     def _wait_pod(self, ex: Execution, name: str) -> tuple[str, dict | None]:
@@ -577,18 +563,20 @@ class Engine:
 
     @staticmethod
     def _pod_failure(name: str, pod: dict | None) -> str:
-        """Why the ended pod `name` failed, from its container statuses."""
-        pod = pod or {}
-        for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        """Why the ended pod failed, as Argo words its node's message (operator.go
+        inferFailedReason: "<reason> (exit code <n>): <message>")."""
+        for c in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
             t = (c.get("state") or {}).get("terminated") or {}
-            if "argument list too long" in t.get("message", ""):
-                # On Argo the main container's first program is argoexec's emissary, whose exec
-                # the kernel refuses (argoproj/argo-workflows#15471)
-                return (f"pod {name}: exec /var/run/argo/argoexec: argument list too long (one argument or "
-                        "environment string of the task is over the kernel's 131072 bytes)")
-            if t:
-                why = f": {t['message']}" if t.get("message") else ""
-                return f"pod {name}: container {c['name']} exited with code {t.get('exitCode')} ({t.get('reason', '')}){why}"
+            if not t:
+                continue
+            message = t.get("message", "")
+            if "argument list too long" in message:
+                # on Argo the main container's first program is argoexec's emissary, whose exec the
+                # kernel refuses (argoproj/argo-workflows#15471)
+                message = ('runc create failed: unable to start container process: exec: '
+                           '"/var/run/argo/argoexec": argument list too long')
+            why = f"{t.get('reason', '')} (exit code {t.get('exitCode')})"
+            return f"{why}: {message}" if message else why
         return f"pod {name} failed"
 
     def _read_output(self, task_root: str) -> dict:
@@ -610,46 +598,16 @@ class Engine:
             ex.run["state"] = state
             ex.run["state_history"] = [*(ex.run.get("state_history") or []), {"update_time": now(), "state": state}]
 
-    def _detail(self, ex: Execution, path: str, display: str, parent_id: str | None) -> str:
+    def _reported(self, ex: Execution, stored: dict) -> dict:
+        """The persistence agent's report of the stored Workflow: the run's task details."""
         with self.store.lock:
-            if path in ex.details:
-                return ex.details[path]["task_id"]
-            created = now()
-            d = {"run_id": ex.run["run_id"], "task_id": str(uuid.uuid4()), "display_name": display,
-                 "create_time": created, "state": PENDING, "state_history": [{"update_time": created, "state": PENDING}]}
-            if parent_id:
-                d["parent_task_id"] = parent_id
-            ex.details[path] = d
-            ex.run["run_details"] = {"task_details": list(ex.details.values())}
-            return d["task_id"]
+            task_report.report(ex.run, stored, ex.tasks)
+        return stored
 
-    def _task_state(self, ex: Execution, path: str, state: str) -> None:
+    def _task_error(self, ex: Execution, message: str) -> None:
         with self.store.lock:
-            d = ex.details.get(path)
-            if d is None or d["state"] == state:
-                return
-            d["state"] = state
-            d["state_history"].append({"update_time": now(), "state": state})
-            if state == RUNNING:
-                d["start_time"] = now()
-            elif state in dag.DONE:
-                d["end_time"] = now()
-
-    def _task_pod(self, ex: Execution, path: str, pod: str) -> None:
-        with self.store.lock:
-            d = ex.details[path]
-            d["pod_name"] = pod
-            d.setdefault("child_tasks", []).append({"pod_name": pod})
-            d["executor_detail"] = {"main_job": pod}
-
-    def _task_error(self, ex: Execution, path: str, message: str) -> None:
-        with self.store.lock:
-            if path in ex.details:
-                ex.details[path]["error"] = {"code": 2, "message": message, "details": []}
+            ex.errors.append(message)
 
     def _first_error(self, ex: Execution) -> str | None:
         with self.store.lock:
-            for d in ex.details.values():
-                if d.get("error"):
-                    return d["error"]["message"]
-        return None
+            return ex.errors[0] if ex.errors else None
