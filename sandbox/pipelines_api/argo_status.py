@@ -113,21 +113,37 @@ class ArgoRecord:
             self._save()
             return node["name"]
 
-    def container_task(self, parent: str, task: str, pod_spec_patch: str, hook_of: str | None = None) -> str:
+    def cached_task(self, parent: str, task: str, hook_of: str | None = None) -> None:
+        """A container task the driver found in the cache: its driver says cached-decision
+        "true", and the executor DAG's pod task (`when: <cached-decision> != true`) is
+        Skipped; the task's DAG node succeeds."""
+        with self.lock:
+            executor = self.container_task(parent, task, "", hook_of, cached=True)
+            parent_node = self._by_name(executor)
+            inner = self.templates[parent_node["templateName"]]["dag"]["tasks"][0]
+            node = self._node(f"{executor}.{inner['name']}", inner["name"], "Skipped", inner["template"], parent_node,
+                              parent_node["id"], None)
+            self._end(node, "Skipped", message="when 'true != true' evaluated false")
+            self._end(parent_node, "Succeeded")
+            self._save()
+
+    def container_task(self, parent: str, task: str, pod_spec_patch: str, hook_of: str | None = None,
+                       cached: bool = False) -> str:
         """A container task's driver (done, its pod spec patch as output) and its executor DAG
         node. Returns the executor DAG node's name."""
+        decision = "true" if cached else "false"
         with self.lock:
             scope, where = self._scope(parent, task, hook_of)
             driver = self._task_node(scope, where, f"{task}-driver", "Pod", self._scope_values(scope))
             self._end(driver, "Succeeded", outputs=[
                 {"name": "pod-spec-patch", "value": pod_spec_patch,
                  "valueFrom": {"default": "", "path": "/tmp/outputs/pod-spec-patch"}},
-                {"name": "cached-decision", "default": "false", "value": "false",
+                {"name": "cached-decision", "default": "false", "value": decision,
                  "valueFrom": {"default": "false", "path": "/tmp/outputs/cached-decision"}},
                 {"name": "condition", "value": "true", "valueFrom": {"default": "true", "path": "/tmp/outputs/condition"}}])
             prefix = f"tasks.{task}-driver.outputs.parameters."
             node = self._task_node(scope, where, task, "DAG", {prefix + "pod-spec-patch": pod_spec_patch,
-                                                                prefix + "cached-decision": "false"})
+                                                                prefix + "cached-decision": decision})
             self._save()
             return node["name"]
 
@@ -151,6 +167,48 @@ class ArgoRecord:
                 {"name": "condition", "value": "false", "valueFrom": {"default": "true", "path": "/tmp/outputs/condition"}}])
             node = self._task_node(scope, where, task, "Skipped", {}, inputs=False)
             self._end(node, "Skipped", message="when 'false != false' evaluated false")
+            self._save()
+
+    def loop_task(self, parent: str, task: str, count: int, hook_of: str | None = None) -> str:
+        """A ParallelFor task (argocompiler iterator_task): its loop DAG node, the loop's
+        `iteration-driver` (done, `iteration-count` out) and the `iteration-iterations` TaskGroup
+        that Argo makes for a `withSequence` task. Returns the loop node's name."""
+        with self.lock:
+            scope, where = self._scope(parent, task, hook_of)
+            loop = self._task_node(scope, where, task, "DAG", self._scope_values(scope))
+            driver = self._task_node(loop, loop["templateName"], "iteration-driver", "Pod", self._scope_values(loop))
+            self._end(driver, "Succeeded", outputs=self._dag_driver_outputs(count))
+            self._task_node(loop, loop["templateName"], "iteration-iterations", "TaskGroup", {}, inputs=False)
+            self._save()
+            return loop["name"]
+
+    def iteration(self, loop_name: str, index: int) -> str:
+        """Iteration `index` of a loop starts: `iteration-iterations(i:i)` (operator.go
+        generateNodeName), its `iteration-item-driver` (done) and its `iteration-item` DAG, under
+        which the loop body's tasks go. Returns the `iteration-item` node's name."""
+        with self.lock:
+            loop, group = self._by_name(loop_name), self._by_name(f"{loop_name}.iteration-iterations")
+            spec = next(t for t in self.templates[loop["templateName"]]["dag"]["tasks"]
+                        if t["name"] == "iteration-iterations")
+            driver_id = next(p["value"] for p in self._by_name(f"{loop_name}.iteration-driver")["outputs"]["parameters"]
+                             if p["name"] == "execution-id")
+            it = self._node(f"{group['name']}({index}:{index})", f"iteration-iterations({index}:{index})", "DAG",
+                            spec["template"], group, loop["id"],
+                            self._inputs(spec, {"tasks.iteration-driver.outputs.parameters.execution-id": driver_id,
+                                                "item": str(index)}))
+            values = {**self._scope_values(it), "inputs.parameters.iteration-index": str(index)}
+            driver = self._task_node(it, it["templateName"], "iteration-item-driver", "Pod", values)
+            self._end(driver, "Succeeded", outputs=self._dag_driver_outputs())
+            item = self._task_node(it, it["templateName"], "iteration-item", "DAG", {
+                **values, "tasks.iteration-item-driver.outputs.parameters.execution-id": self._last_dag_id()})
+            self._save()
+            return item["name"]
+
+    def end_iteration(self, loop_name: str, index: int, phase: str) -> None:
+        with self.lock:
+            it = self._by_name(f"{loop_name}.iteration-iterations({index}:{index})")
+            self._end(self._by_name(f"{it['name']}.iteration-item"), phase)
+            self._end(it, phase)
             self._save()
 
     def executor_pod(self, executor: str) -> str:
@@ -193,8 +251,8 @@ class ArgoRecord:
                 node["hostNodeName"] = host
             self._end(node, phase, message=message,
                       outputs={"exitCode": "0" if phase == "Succeeded" else "1"} if node["type"] == "Pod" else None)
-            for child in node.get("children", []):  # an executor DAG's Retry node ends with it
-                if self.nodes[child]["type"] == "Retry" and self.nodes[child]["phase"] == "Running":
+            for child in node.get("children", []):  # an executor DAG's Retry node, a loop's TaskGroup, end with it
+                if self.nodes[child]["type"] in ("Retry", "TaskGroup") and self.nodes[child]["phase"] == "Running":
                     self._end(self.nodes[child], phase, message=message)
             self._save()
 
@@ -287,10 +345,11 @@ class ArgoRecord:
                 return p.get("value", "")
         return ""
 
-    def _dag_driver_outputs(self) -> list[dict]:
+    def _dag_driver_outputs(self, iterations: int = 0) -> list[dict]:
         self._dag_ids += 1
         return [{"name": "execution-id", "value": str(self._dag_ids), "valueFrom": {"path": "/tmp/outputs/execution-id"}},
-                {"name": "iteration-count", "value": "0", "valueFrom": {"default": "0", "path": "/tmp/outputs/iteration-count"}},
+                {"name": "iteration-count", "value": str(iterations),
+                 "valueFrom": {"default": "0", "path": "/tmp/outputs/iteration-count"}},
                 {"name": "condition", "value": "true", "valueFrom": {"default": "true", "path": "/tmp/outputs/condition"}}]
 
     def _last_dag_id(self) -> str:

@@ -20,6 +20,8 @@ IR facts used (compiled/xgboost_tune.yaml, kfp 2.17):
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 
 PENDING, RUNNING, SUCCEEDED, FAILED, SKIPPED, CANCELED = "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "SKIPPED", "CANCELED"
@@ -92,6 +94,8 @@ def resolve_parameters(task: dict, parent_inputs: dict, siblings: dict[str, Node
             name = src["componentInputParameter"]
             if name in parent_inputs:
                 out[key] = parent_inputs[name]
+                if src.get("parameterExpressionSelector"):  # a ParallelFor item's field (`item.a`)
+                    out[key] = select(out[key], src["parameterExpressionSelector"])
         elif "taskOutputParameter" in src:
             ref = src["taskOutputParameter"]
             producer = siblings[ref["producerTask"]]
@@ -103,6 +107,60 @@ def resolve_parameters(task: dict, parent_inputs: dict, siblings: dict[str, Node
         elif "taskFinalStatus" in src:
             out[key] = None  # filled by the executor: {state, pipelineJobResourceName, pipelineTaskName, error}
     return out
+
+
+_FIELD = re.compile(r'^parseJson\(string_value\)\["([^"]+)"\]$')
+
+
+def select(value, selector: str):
+    """A parameterExpressionSelector (CEL, evaluated by KFP's driver) of the form kfp 2.17
+    compiles for a ParallelFor item's field: `parseJson(string_value)["key"]`. Any other form
+    fails the task, naming it (never an input silently dropped)."""
+    m = _FIELD.match(selector)
+    if not m:
+        raise ValueError(f"parameterExpressionSelector {selector!r}: the sandbox evaluates only "
+                         'parseJson(string_value)["key"]')
+    item = json.loads(value) if isinstance(value, str) else value
+    if not isinstance(item, dict) or m.group(1) not in item:
+        raise KeyError(f"parameterExpressionSelector {selector!r}: the item {item!r} has no field {m.group(1)!r}")
+    return item[m.group(1)]
+
+
+def loop_items(task: dict, parameters: dict) -> list:
+    """A ParallelFor task's items (parameterIterator: a raw JSON list, or an input parameter
+    holding a list), as KFP's DAG driver resolves them (driver/dag.go)."""
+    items = task["parameterIterator"]["items"]
+    value = json.loads(items["raw"]) if "raw" in items else parameters[items["inputParameter"]]
+    value = json.loads(value) if isinstance(value, str) else value
+    if not isinstance(value, list):
+        raise ValueError(f"the ParallelFor items of task {task.get('taskInfo', {}).get('name')} are not a list: {value!r}")
+    return value
+
+
+def dag_outputs(dag_spec: dict, runs: list[dict[str, Node]], collected: bool) -> tuple[dict, dict]:
+    """A sub-DAG's output parameters and artifacts (dag.outputs valueFromParameter /
+    artifactSelectors) from its tasks; `runs` holds one {task: Node} per iteration of a
+    ParallelFor (`collected`: each output is the list of what every iteration produced,
+    dsl.Collected), or just one for any other sub-DAG."""
+    spec = dag_spec.get("outputs") or {}
+    params, arts = {}, {}
+    for name, src in (spec.get("parameters") or {}).items():
+        ref = src.get("valueFromParameter") or {}
+        values = [n.outputs[ref["outputParameterKey"]] for nodes in runs
+                  if (n := nodes.get(ref.get("producerSubtask", ""))) and ref.get("outputParameterKey") in n.outputs]
+        if collected:
+            params[name] = values
+        elif values:
+            params[name] = values[0]
+    for name, src in (spec.get("artifacts") or {}).items():
+        found = []
+        for sel in src.get("artifactSelectors") or []:
+            for nodes in runs:
+                n = nodes.get(sel.get("producerSubtask", ""))
+                found += (n.artifacts.get(sel.get("outputArtifactKey", "")) or []) if n else []
+        if found:
+            arts[name] = found
+    return params, arts
 
 
 def resolve_artifacts(task: dict, parent_artifacts: dict, siblings: dict[str, Node]) -> dict:

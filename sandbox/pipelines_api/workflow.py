@@ -18,8 +18,10 @@ KFP 2.17 on RHOAI's Data Science Pipelines.
 - cachingOptions.enableCache: a task whose fingerprint (component, inputs) matches a task that
   succeeded before on this server reuses its outputs and runs no pod (state SKIPPED, as the
   v2beta1 API reports a cached execution); the compiled kfp-ray pipelines disable caching.
-- Not built: a sub-DAG's own outputs (a dsl.Condition's or ParallelFor's outputs consumed
-  after it); the compiled kfp-ray pipelines' only sub-DAGs are exit handlers, which have none.
+- dsl.ParallelFor (parameterIterator): the body DAG once per item, parallelismLimit at a time,
+  an item's fields through parameterExpressionSelector; a sub-DAG's outputs (dsl.Collected for
+  a loop: one list) reach the tasks after it. An artifact iterator is refused at creation, as
+  KFP 2.14.3's compiler refuses it ("artifact iterator not implemented yet").
 - Terminate (KFP 2.17 TerminateRun on Argo: activeDeadlineSeconds=0 on the Workflow): the run
   is CANCELING, nothing new starts except the exit handler, running pods are deleted (SIGTERM,
   their grace period, SIGKILL, as the kubelet does), the exit handler runs, and the run ends
@@ -267,7 +269,7 @@ class Engine:
         try:
             params = self._root_parameters(ex)
             scope = ex.record.begin()
-            state = self._dag(ex, "", ex.pipeline_spec["root"]["dag"], params, {}, scope)
+            state, _ = self._dag(ex, "", ex.pipeline_spec["root"]["dag"], params, {}, scope)
             error = ""  # a failed DAG leaves the Workflow's message empty (dag.go: markNodePhase, no message)
         except Exception as exc:  # noqa: BLE001 - a run the driver cannot start fails with the reason
             log.exception("run %s", ex.run["run_id"])
@@ -295,9 +297,10 @@ class Engine:
                 out[name] = d["defaultValue"]
         return out
 
-    def _dag(self, ex: Execution, prefix: str, spec: dict, inputs: dict, artifacts: dict, scope: str) -> str:
-        """Run one DAG's tasks to the end; its state (FAILED if any task failed). `scope`: its
-        node in the Workflow's status (ArgoRecord)."""
+    def _dag(self, ex: Execution, prefix: str, spec: dict, inputs: dict, artifacts: dict,
+             scope: str) -> tuple[str, dict[str, Node]]:
+        """Run one DAG's tasks to the end; its state (FAILED if any task failed) and its tasks.
+        `scope`: its node in the Workflow's status (ArgoRecord)."""
         tasks = spec.get("tasks") or {}
         components = ex.pipeline_spec.get("components") or {}
         nodes = {name: Node(path=f"{prefix}/{name}" if prefix else name, spec=t,
@@ -330,10 +333,10 @@ class Engine:
             running -= 1
         states = [node.state for node in nodes.values()]
         if any(s == FAILED for s in states):
-            return FAILED
+            return FAILED, nodes
         if any(s == CANCELED for s in states):
-            return CANCELED
-        return SUCCEEDED
+            return CANCELED, nodes
+        return SUCCEEDED, nodes
 
     def _run_task(self, ex, node: Node, inputs, artifacts, siblings, done: queue.Queue, scope: str) -> None:
         task = node.path.rsplit("/", 1)[-1]
@@ -349,9 +352,12 @@ class Engine:
                 node.state = SKIPPED
                 return
             node.scope = scope
-            if "dag" in node.component:
+            if "parameterIterator" in node.spec:
+                state = self._loop(ex, node, task, params, arts, scope)
+            elif "dag" in node.component:
                 sub = ex.record.dag_task(scope, task, _guarded(node))
-                state = self._dag(ex, node.path, node.component["dag"], params, arts, sub)
+                state, tasks = self._dag(ex, node.path, node.component["dag"], params, arts, sub)
+                node.outputs, node.artifacts = dag.dag_outputs(node.component["dag"], [tasks], collected=False)
                 ex.record.end(sub, _ARGO_PHASE.get(state, "Failed"))
             else:
                 state = self._container(ex, node, params, arts)
@@ -362,6 +368,40 @@ class Engine:
             self._task_error(ex, f"{type(exc).__name__}: {exc}")
         finally:
             done.put(node.path)
+
+    def _loop(self, ex: Execution, node: Node, task: str, params: dict, arts: dict, scope: str) -> str:
+        """A ParallelFor: its body DAG once per item, at most iteratorPolicy.parallelismLimit at
+        a time (Argo's DAG `parallelism` over `withSequence`); its outputs are collected
+        (dsl.Collected: a list, in item order). It fails if any iteration failed."""
+        items = dag.loop_items(node.spec, params)
+        limit = int((node.spec.get("iteratorPolicy") or {}).get("parallelismLimit") or 0) or max(len(items), 1)
+        loop = ex.record.loop_task(scope, task, len(items), _guarded(node))
+        item_input = node.spec["parameterIterator"]["itemInput"]
+        results: list = [None] * len(items)
+        slots = threading.Semaphore(limit)
+
+        def iteration(i: int) -> None:
+            with slots:
+                if ex.halted(node):
+                    results[i] = (CANCELED, {})
+                    return
+                body = ex.record.iteration(loop, i)
+                results[i] = self._dag(ex, f"{node.path}/{i}", node.component["dag"], {**params, item_input: items[i]},
+                                       arts, body)
+                ex.record.end_iteration(loop, i, _ARGO_PHASE.get(results[i][0], "Failed"))
+
+        threads = [threading.Thread(target=iteration, args=(i,), daemon=True, name=f"task-{task}-{i}")
+                   for i in range(len(items))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        states = [state for state, _ in results]
+        state = FAILED if FAILED in states else CANCELED if CANCELED in states else SUCCEEDED
+        node.outputs, node.artifacts = dag.dag_outputs(node.component["dag"], [tasks for _, tasks in results],
+                                                       collected=True)
+        ex.record.end(loop, _ARGO_PHASE[state])
+        return state
 
     def _final_status(self, ex: Execution, producer: str, siblings) -> dict:
         node = siblings.get(producer)
@@ -385,9 +425,7 @@ class Engine:
             hit = self.cache.get(fingerprint)
             if hit is not None:
                 node.outputs, node.artifacts = dict(hit["outputs"]), dict(hit["artifacts"])
-                # the driver's cached decision: the executor DAG succeeds with no pod
-                ex.record.end(ex.record.container_task(node.scope, node.path.rsplit("/", 1)[-1], "", _guarded(node)),
-                              "Succeeded")
+                ex.record.cached_task(node.scope, node.path.rsplit("/", 1)[-1], _guarded(node))  # no pod
                 return SKIPPED
         driven = self._drive(ex, node, task_name, container, params, arts)
         state = FAILED
@@ -426,19 +464,26 @@ class Engine:
         return min(base * factor ** (attempt - 1), cap)
 
     def _fingerprint(self, ex: Execution, node: Node, task_name: str, params: dict, arts: dict) -> str:
-        """KFP's cache key: the component and its resolved inputs (a {{$.pipeline_job_uuid}}
-        input differs per run, so such a task is never reused across runs)."""
+        """KFP 2.14.3's cache key (backend/src/v2/cacheutils/cache.go GenerateCacheKey, looked up
+        per pipeline name and namespace): the input artifacts (each a distinct artifact, so a new
+        upstream output misses), the input parameter values, the output definitions, the image
+        and the command and args as compiled. The env, resources and cachingOptions.cacheKey
+        are not in it: a task whose env changed is still a hit, as on the cluster."""
         from kfp.local import placeholder_utils
 
         inputs = self._executor_input(ex, node, params, arts, "s3://cache-key")
         inputs = placeholder_utils.resolve_self_references_in_executor_input(
             inputs, pipeline_resource_name=ex.workflow, task_resource_name=task_name, pipeline_root=ex.root,
             pipeline_job_id=ex.run["run_id"], pipeline_task_id="")["inputs"]
-        values = inputs.get("parameterValues") or {}
-        body = json.dumps({"component": {k: v for k, v in node.component.items() if k != "dag"},
-                           "executor": ex.pipeline_spec["deploymentSpec"]["executors"].get(node.component.get("executorLabel")),
-                           "parameters": values,
-                           "artifacts": {k: [a.get("uri") for a in v] for k, v in arts.items()}}, sort_keys=True, default=str)
+        container = ex.pipeline_spec["deploymentSpec"]["executors"][node.component["executorLabel"]]["container"]
+        outputs = node.component.get("outputDefinitions") or {}
+        body = json.dumps({"pipeline": ex.pipeline_spec["pipelineInfo"]["name"], "namespace": self.namespace,
+                           "inputArtifactNames": {k: [a.get("uri") for a in v] for k, v in arts.items()},
+                           "inputParameterValues": inputs.get("parameterValues") or {},
+                           "outputArtifactsSpec": outputs.get("artifacts") or {},
+                           "outputParametersSpec": outputs.get("parameters") or {},
+                           "containerSpec": {"image": container.get("image", ""), "cmdArgs": component_command(container)}},
+                          sort_keys=True, default=str)
         return hashlib.sha256(body.encode()).hexdigest()
 
     def _executor_input(self, ex: Execution, node: Node, params: dict, arts: dict, task_root: str) -> dict:

@@ -76,6 +76,35 @@ def echo_pipeline():
     return echoes
 
 
+def loop_pipeline():
+    """Two dsl.ParallelFor loops: over literal dicts one at a time (an item's fields), and over
+    a list parameter whose squares are dsl.Collected into one task after the loop."""
+    from kfp import dsl
+
+    @dsl.component(base_image="registry.access.redhat.com/ubi9/python-311")
+    def show(a: str, b: str):
+        print("item", a, b)
+
+    @dsl.component(base_image="registry.access.redhat.com/ubi9/python-311")
+    def square(x: int) -> int:
+        return int(x) * int(x)
+
+    @dsl.component(base_image="registry.access.redhat.com/ubi9/python-311")
+    def total(xs: list) -> int:
+        print("total", int(sum(xs)), "of", len(xs))  # the collected numbers arrive as JSON numbers (floats)
+        return int(sum(xs))
+
+    @dsl.pipeline(name="loops")
+    def loops(numbers: list = [1, 2, 3]):
+        with dsl.ParallelFor([{"a": "x", "b": "1"}, {"a": "y", "b": "2"}], parallelism=1) as item:
+            show(a=item.a, b=item.b).set_caching_options(False)
+        with dsl.ParallelFor(numbers) as n:
+            sq = square(x=n).set_caching_options(False)
+        total(xs=dsl.Collected(sq.output)).set_caching_options(False)
+
+    return loops
+
+
 def tick_pipeline():
     """One task: what a recurring run fires, cheaply."""
     from kfp import dsl
@@ -233,6 +262,50 @@ def blob_pipeline(name: str, distinct: int, chained: int):
             previous = task
 
     return blobs
+
+
+def test_parallel_for_runs_each_iteration_as_argo_lays_it_out_and_collects_the_outputs(box, kfp_client, tmp_path):
+    from kfp import compiler
+
+    package = str(tmp_path / "loops.yaml")
+    compiler.Compiler().compile(loop_pipeline(), package)
+    run = kfp_client.create_run_from_pipeline_package(package, arguments={"numbers": [2, 3, 4]}, run_name="loops")
+    done = wait_run(kfp_client, run.run_id)
+    assert done.state == "SUCCEEDED", (why(box, run.run_id), pod_log(box, run.run_id, "total")[-2000:])
+    assert "total 29 of 3" in pod_log(box, run.run_id, "total")  # 4 + 9 + 16, collected from the three iterations
+    v1 = k8s.CoreV1Api(SandboxClient(box.info).api_client())
+    from kfp_ray.pipelines import run_tasks
+
+    pods = run_tasks.executor_pods(v1, NS, run.run_id)
+    assert len(pods["square"]) == 3 and len(pods["show"]) == 2
+    shown = " ".join(v1.read_namespaced_pod_log(p, NS) for p in pods["show"])
+    assert "item x 1" in shown and "item y 2" in shown  # each iteration got its item's fields
+    wf = k8s.CustomObjectsApi(SandboxClient(box.info).api_client()).list_namespaced_custom_object(
+        "argoproj.io", "v1alpha1", NS, "workflows", label_selector=f"pipeline/runid={run.run_id}")["items"][0]
+    names = {n["displayName"]: n for n in wf["status"]["nodes"].values()}
+    assert {"iteration-iterations(0:0)", "iteration-iterations(2:2)", "iteration-item", "iteration-item-driver"} <= set(names)
+    assert "iteration-iterations(3:3)" not in names and names["iteration-iterations"]["type"] == "TaskGroup"
+    assert {n["phase"] for n in wf["status"]["nodes"].values()} == {"Succeeded"}
+    iterations = [n for n in wf["status"]["nodes"].values() if n["displayName"].startswith("iteration-iterations(")]
+    assert len(iterations) == 5  # 2 + 3
+    # parallelism 1: the literal loop's second iteration started once its first had ended
+    literal = sorted((n for n in iterations if n["templateName"].startswith("comp-for-loop-2")), key=lambda n: n["name"])
+    assert len(literal) == 2 and literal[1]["startedAt"] >= literal[0]["finishedAt"]
+
+
+def test_a_cached_task_runs_no_pod_the_second_time_and_succeeds_as_on_kfp_2_14(box, kfp_client, tick_package):
+    """cachingOptions.enableCache (the SDK's default): the same inputs, image and command in the
+    same pipeline hit the cache: the driver's cached decision skips the executor pod."""
+    first, second = [wait_run(kfp_client, kfp_client.create_run_from_pipeline_package(
+        tick_package, arguments={"n": 7}, run_name=f"cached-{i}").run_id) for i in (1, 2)]
+    v1 = k8s.CoreV1Api(SandboxClient(box.info).api_client())
+    from kfp_ray.pipelines import run_tasks
+
+    assert tasks(first) == tasks(second) == {"tick": "SUCCEEDED"}
+    assert len(run_tasks.executor_pods(v1, NS, first.run_id)["tick"]) == 1
+    assert run_tasks.executor_pods(v1, NS, second.run_id) == {}
+    states = {d.display_name: d.state for d in second.run_details.task_details}
+    assert states["executor"] == "SKIPPED" and states["tick-driver"] == "SUCCEEDED"
 
 
 def test_a_workflow_over_etcds_limit_is_refused_at_creation_as_kfp_refuses_it(kfp_client, tmp_path):
