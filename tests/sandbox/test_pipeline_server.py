@@ -95,7 +95,7 @@ def loop_pipeline():
         return int(sum(xs))
 
     @dsl.pipeline(name="loops")
-    def loops(numbers: list = [1, 2, 3]):
+    def loops(numbers: list = [1, 2, 3]):  # noqa: B006 - a KFP pipeline default, never mutated
         with dsl.ParallelFor([{"a": "x", "b": "1"}, {"a": "y", "b": "2"}], parallelism=1) as item:
             show(a=item.a, b=item.b).set_caching_options(False)
         with dsl.ParallelFor(numbers) as n:
