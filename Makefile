@@ -4,10 +4,12 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# the clean task pods' package index (sandbox/wheelhouse.py): what compiled/ installs, pinned by constraints.txt
+WHEELS := $(VENV)/wheelhouse/wheelhouse.json
 
 .PHONY: venv demo test lint bench clean
 
-venv: $(STAMP)
+venv: $(STAMP) $(WHEELS)
 
 $(STAMP): pyproject.toml sandbox/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -15,16 +17,19 @@ $(STAMP): pyproject.toml sandbox/pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt -e ./sandbox -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+$(WHEELS): $(STAMP) constraints.txt $(wildcard compiled/*.yaml compiled/components/*.yaml compiled/components/*/*.yaml)
+	$(BIN)/python -m kfp_ray_sandbox.wheelhouse --compiled compiled --constraints constraints.txt --out $(VENV)/wheelhouse
+
+demo: $(STAMP) $(WHEELS)
 	$(BIN)/kfp-ray run xgboost_tune --local
 
-bench: $(STAMP)
+bench: $(STAMP) $(WHEELS)
 	$(BIN)/python -m benchmarks
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP)
+test: $(STAMP) $(WHEELS)
 	$(BIN)/ruff check .
 	tools/install-browser-check
 	$(BIN)/python -m pytest

@@ -54,6 +54,7 @@ from .proxy import KubeProxy
 from .raynode import free_port
 from .reaper import Watchdog, reap
 from .s3 import S3Server
+from .wheelhouse import IndexServer
 
 DATA = Path(__file__).resolve().parent / "data"
 NAMESPACE = "sandbox"
@@ -148,6 +149,7 @@ class Sandbox:
         self.pipelines_api: PipelinesApi | None = None
         self.pipelines_http = None
         self.gateway_http = None  # RHOAI 3.x's data-science-gateway (gateway.py)
+        self.pip_index: IndexServer | None = None
         self.info: dict = {}
         self.watchdog: Watchdog | None = None
         self.stopped = False
@@ -207,7 +209,9 @@ class Sandbox:
         self.kubelet.service_account_token = self.auth.service_account_token
         # the DSPA's Route: its oauth-proxy in front of the KFP API server (pipelines_api/)
         self.pipelines_api = PipelinesApi(NAMESPACE, server=self.platform.name)
+        self.pip_index = IndexServer().start()  # the wheelhouse the clean task pods install from
         self.engine = Engine(self.pipelines_api.store, _Pods(self), self.s3.client(), workflows=_Workflows(self),
+                             pip_index=self.pip_index.url,
                              bucket=BUCKET,
                              namespace=NAMESPACE, s3_endpoint=self.s3.endpoint,
                              retry_backoff_cap=lambda: self.faults.platform("task_retry_backoff_cap_s"))
@@ -230,7 +234,7 @@ class Sandbox:
                      "namespace": NAMESPACE, "s3_endpoint": self.s3.endpoint, "s3_bucket": BUCKET,
                      "data_connection": DATA_CONNECTION, "local_queue": local_queue_of(self.bootstrap),
                      "audit_log": str(self.state_dir / "audit.log"), "state_dir": str(self.state_dir),
-                     "platform": self.platform.name, "pipelines_proxy": self.platform.pipelines_proxy,
+                     "platform": self.platform.name, "pip_index": self.pip_index.url, "pipelines_proxy": self.platform.pipelines_proxy,
                      "pid": os.getpid()}
         (self.state_dir / INFO_FILE).write_text(json.dumps(self.info, indent=2) + "\n")
         return self.info
@@ -260,6 +264,8 @@ class Sandbox:
         killer.join()
         if self.pipelines_http is not None:
             self.pipelines_http.stop()
+        if self.pip_index is not None:
+            self.pip_index.stop()
         if self.gateway_http is not None:
             self.gateway_http.stop()
         if self.api is not None:

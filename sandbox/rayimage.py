@@ -144,15 +144,30 @@ _BUILDING = threading.Lock()  # one build per process at a time: functools.cache
 
 @functools.cache
 def task_image() -> dict:
-    """The image a pipeline task's pod runs: the base interpreter and a directory of links to
-    every package of the project's venv (the pod's launcher puts a writable layer over it).
-    The compiled YAML names a plain Python image and pip-installs its packages first; here
-    those packages are present, so the installs find them and download nothing (README,
-    "Where the sandbox differs"). Editable installs (.pth files) are left out: a task gets
-    kfp_ray from the code its component embeds, as on RHOAI."""
+    """The image a task's pod runs when its image is the project's own (built with kfp-ray's
+    stack, `compile --image`): the base interpreter and a directory of links to every package
+    of the project's venv (the pod's launcher puts a writable layer over it). Editable installs
+    (.pth files) are left out: a task gets kfp_ray from the code its component embeds, as on RHOAI."""
     site = _site_packages()
     entries = sorted(e.name for e in site.iterdir() if not e.name.endswith(".pth") and e.name != "__pycache__")
-    root = Path(sys.prefix) / ".kfp-ray-sandbox-image" / f"task-{_key(site, entries)}"
+    return {"python": sys._base_executable, "packages": str(_linked("task", site, entries))}
+
+
+def clean_task_image(pip_index: str) -> dict:
+    """A plain Python base image (ubi9/python-311, python:3.x): the interpreter and pip, nothing
+    else; its pip's only index is `pip_index` (the sandbox's, wheelhouse.py). `installs`: where
+    a pod leaves what its install script installed for the next pod with the same script."""
+    from .wheelhouse import identity
+
+    site = _site_packages()
+    entries = sorted(e.name for e in site.iterdir() if e.name == "pip" or re.match(r"pip-[\d.]+\.dist-info$", e.name))
+    return {"python": sys._base_executable, "packages": str(_linked("clean", site, entries)), "pip_index": pip_index,
+            "wheelhouse": identity(), "installs": str(Path(sys.prefix) / ".kfp-ray-sandbox-image" / "installs")}
+
+
+def _linked(kind: str, site: Path, entries: list[str]) -> Path:
+    """A directory of links to `entries` of `site`, made once."""
+    root = Path(sys.prefix) / ".kfp-ray-sandbox-image" / f"{kind}-{_key(site, entries)}"
     with _BUILDING:
         if not root.exists():
             tmp = _aside(root)
@@ -160,7 +175,7 @@ def task_image() -> dict:
             for name in entries:
                 (tmp / name).symlink_to(site / name)
             _into_place(tmp, root)
-    return {"python": sys._base_executable, "packages": str(root)}
+    return root
 
 
 def pip_envs(root: Path) -> Path:

@@ -7,8 +7,12 @@ placeholders. The pod's command line is the real launcher's (`--executor_input <
 --component_spec <JSON> ... -- <the component's command and args as compiled>`), so each of
 those strings meets the kernel's per-argument limit here as there; the resolved command comes
 in the environment, one element per variable. This process, inside the pod, then:
-1. gives the pod its image: a fresh writable layer (a venv) over the sandbox's task image, so
-   the command's `pip install` lands in this pod alone, as in a container's own filesystem;
+1. gives the pod its image: a fresh writable layer (a venv) over the image's packages, so the
+   command's `pip install` lands in this pod alone, as in a container's own filesystem. A
+   plain Python base image is clean: the interpreter and pip, whose only index is the
+   sandbox's (wheelhouse.py), so the task has only what its `pip install` brings. The first
+   pod of an install script that succeeds leaves its install for the next ones (keep_installs),
+   whose pip then finds it satisfied;
 2. downloads the input artifacts from the pipeline root to /s3/<bucket>/<key> (KFP's local
    path for s3:// URIs);
 3. runs the command, passing SIGTERM on to its process group (a terminated or deleted run),
@@ -25,11 +29,13 @@ from the DSPA's storage secret (env KFP_LAUNCHER_S3_*), and the task's command n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 S3_KEYS = ("KFP_LAUNCHER_S3_ACCESS_KEY", "KFP_LAUNCHER_S3_SECRET_KEY", "KFP_LAUNCHER_S3_ENDPOINT")
@@ -50,17 +56,71 @@ def split(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
-def make_layer(image: dict) -> str:
-    """A venv of the image's interpreter whose site-packages sees the image's packages: the
-    container's writable layer. Returns its bin directory."""
+IMAGE_PTH = "kfp_ray_sandbox_task_image.pth"
+
+
+@dataclass
+class Layer:
+    """The container's writable layer: a venv of the image's interpreter whose site-packages
+    sees the image's packages. `env`: what the image's configuration adds to the command's."""
+    root: Path
+    site: Path
+    env: dict
+    cached: Path | None = None  # the clean install this layer starts from (install_cache)
+    key: str = ""
+
+    @property
+    def bin(self) -> str:
+        return str(self.root / "bin")
+
+
+def make_layer(image: dict, command: list[str]) -> Layer:
     layer = Path(os.environ.get("TMPDIR", "/tmp")) / "image-layer"
     subprocess.run([image["python"], "-m", "venv", "--without-pip", str(layer)], check=True)
     site = next((layer / "lib").glob("python*/site-packages"))
-    (site / "kfp_ray_sandbox_task_image.pth").write_text(image["packages"] + "\n")
+    paths, env, cached, key = [image["packages"]], {}, None, ""
+    if image.get("pip_index"):
+        # a clean image: pip reads only the image's configuration, which names the sandbox's index
+        conf = layer / "pip.conf"
+        conf.write_text(f"[global]\nindex-url = {image['pip_index']}\nextra-index-url =\nfind-links =\n"
+                        "constraint =\nno-cache-dir = true\n")
+        env["PIP_CONFIG_FILE"] = str(conf)
+        key = install_key(image, command)
+        if key and (Path(image["installs"]) / key).is_dir():
+            cached = Path(image["installs"]) / key
+            paths.append(str(cached))
+    (site / IMAGE_PTH).write_text("".join(f"{p}\n" for p in paths))
     pip = layer / "bin" / "pip"  # the image has pip as a module: the command's `command -v pip` finds it
     pip.write_text('#!/bin/sh\nexec "$(dirname "$0")/python" -m pip "$@"\n')
     pip.chmod(0o755)
-    return str(layer / "bin")
+    return Layer(layer, site, env, cached, key)
+
+
+def install_key(image: dict, command: list[str]) -> str:
+    """What a clean layer's installs depend on: the index's content and the command's install
+    script (KFP's `sh -c` preamble, up to the program it then runs); "" when it installs nothing."""
+    if command[:2] != ["sh", "-c"] or len(command) < 3 or "pip install" not in command[2]:
+        return ""
+    script = command[2].split('"$0" "$@"', 1)[0]
+    return hashlib.sha256(f"{image['wheelhouse']}\n{image['python']}\n{script}".encode()).hexdigest()[:24]
+
+
+def keep_installs(image: dict, layer: Layer) -> None:
+    """After a task whose install ran (no cached install): keep what pip put in the layer, so
+    the next pod with the same install script starts from it and its pip finds it satisfied
+    (a node's image cache, for the install a clean pod pays). Renamed into place: a pod that
+    finished first with the same key wins."""
+    if not layer.key or layer.cached is not None:
+        return
+    (layer.site / IMAGE_PTH).unlink(missing_ok=True)
+    if not any(layer.site.glob("*.dist-info")):
+        return
+    installs = Path(image["installs"])
+    installs.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(layer.site, installs / layer.key)
+    except OSError:  # another pod kept it first (or another filesystem: then it is left)
+        pass
 
 
 def download_inputs(s3, executor_input: dict) -> None:
@@ -197,7 +257,9 @@ def main() -> int:
                       config=Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 5, "mode": "standard"}))
     executor_input = json.loads(flags["executor_input"])
     env = dict(os.environ)
-    env["PATH"] = make_layer(spec["image"]) + os.pathsep + env.get("PATH", "")
+    layer = make_layer(spec["image"], command)
+    env.update(layer.env)
+    env["PATH"] = layer.bin + os.pathsep + env.get("PATH", "")
     download_inputs(s3, executor_input)
     prepare_outputs(executor_input)
     sys.stdout.flush()
@@ -210,6 +272,7 @@ def main() -> int:
     _wait_orphans()
     if code != 0:
         return code
+    keep_installs(spec["image"], layer)
     result = collect_outputs(executor_input, spec.get("output_parameter_types") or {})
     upload_outputs(s3, result)
     bucket, key = split(spec["task_root"])

@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 import queue
+import re
 import secrets
 import sys
 import threading
@@ -58,6 +59,8 @@ STORAGE_SECRET = "ds-pipeline-s3-dspa"  # the DSPA's object storage secret (acce
 RUNNER_ACCOUNT = "pipeline-runner-dspa"
 DEFAULT_GRACE_S = 30  # a pod's terminationGracePeriodSeconds when the spec sets none
 POD_TIMEOUT_S = 6 * 3600  # no single task pod runs longer in the sandbox
+# base images that are a Python and pip alone: ubi9/python-311 (kfp-ray's), python:3.x (kfp's default)
+PLAIN_PYTHON = re.compile(r"(^|/)(ubi\d+/python-3\d+|python:3[\d.]*)(?:[:@-]|$)|(^|/)python:3")
 
 
 @dataclass
@@ -160,10 +163,10 @@ class Execution:
 
 class Engine:
     def __init__(self, pipeline_store, pods: PodApi, s3, *, bucket: str, namespace: str, s3_endpoint: str,
-                 workflows, image: dict | None = None, retry_backoff_cap=lambda: float("inf")):
+                 workflows, pip_index: str, retry_backoff_cap=lambda: float("inf")):
         """`workflows`: create/update/delete of Workflow objects (core.py's, through the API
         server); `s3`: a boto3 client with the DSPA's storage keys (reads what launchers wrote);
-        `image`: the task image (rayimage.task_image()); built on first use when None;
+        `pip_index`: the package index the clean task images' pip uses (wheelhouse.py);
         `retry_backoff_cap`: the longest wait before a task's retry, in seconds (the faults'
         task_retry_backoff_cap_s; infinite: the retryPolicy's own backoff)."""
         self.retry_backoff_cap = retry_backoff_cap
@@ -174,19 +177,24 @@ class Engine:
         self.bucket = bucket
         self.namespace = namespace
         self.s3_endpoint = s3_endpoint
-        self._image = image
+        self.pip_index = pip_index
+        self._images: dict[bool, dict] = {}
         self.default_root = f"s3://{bucket}"
         self.executions: dict[str, Execution] = {}
         self.cache: dict[str, dict] = {}  # fingerprint -> {"outputs", "artifacts"}
         self.lock = threading.RLock()
 
-    @property
-    def image(self) -> dict:
-        if self._image is None:
-            from ..rayimage import task_image
+    def image(self, name: str) -> dict:
+        """What a task pod of image `name` runs (rayimage): a plain Python base image is clean
+        (pip and the sandbox's index, nothing else); any other image is taken to be built with
+        the project's stack (`compile --image`) and has all of it."""
+        from .. import rayimage
 
-            self._image = task_image()
-        return self._image
+        clean = bool(PLAIN_PYTHON.search(name or ""))
+        with self.lock:
+            if clean not in self._images:
+                self._images[clean] = rayimage.clean_task_image(self.pip_index) if clean else rayimage.task_image()
+            return self._images[clean]
 
     # --- what the API server calls --------------------------------------------------
     def start(self, run: dict) -> None:
@@ -524,7 +532,7 @@ class Engine:
         executor = ex.record.container_task(node.scope, node.path.rsplit("/", 1)[-1],
                                             pod_spec_patch(container, argv), _guarded(node))
         return _Driven(task_root=task_root, command=command, argv=argv, executor=executor,
-                       launch={"task_root": task_root, "output_parameter_types": types, "image": self.image})
+                       launch={"task_root": task_root, "output_parameter_types": types, "image": self.image(container.get("image", ""))})
 
     def _attempt(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, driven: _Driven) -> str:
         task_root = driven.task_root

@@ -214,6 +214,35 @@ def test_a_failed_task_fails_the_run_skips_nothing_after_it_and_still_runs_the_e
     assert "failing as asked" in pod_log(box, run.run_id, "use")
 
 
+def test_a_task_gets_only_what_its_packages_to_install_bring(box, kfp_client, tmp_path):
+    """A task pod of a plain Python image is clean: pip installs the component's packages from
+    the sandbox's index, and a module it imports without declaring fails as on RHOAI."""
+    from kfp import compiler, dsl
+
+    @dsl.component(base_image="registry.access.redhat.com/ubi9/python-311", packages_to_install=["six"])  # in the index
+    def declared() -> str:
+        import six
+
+        return six.__name__
+
+    @dsl.component(base_image="registry.access.redhat.com/ubi9/python-311")
+    def undeclared() -> str:
+        import yaml  # in the developer's venv, in no package this component installs
+
+        return yaml.__name__
+
+    @dsl.pipeline(name="clean")
+    def clean():
+        undeclared().after(declared())
+
+    package = str(tmp_path / "clean.yaml")
+    compiler.Compiler().compile(clean, package)
+    run = kfp_client.create_run_from_pipeline_package(package, run_name="clean")
+    done = wait_run(kfp_client, run.run_id)
+    assert tasks(done) == {"declared": "SUCCEEDED", "undeclared": "FAILED"}
+    assert "ModuleNotFoundError: No module named 'yaml'" in pod_log(box, run.run_id, "undeclared")
+
+
 def test_a_task_argument_over_the_kernels_limit_fails_at_exec_as_on_argo(box, kfp_client, tmp_path):
     """The executor input is one argument of the launcher (KFP's driver puts it there): a
     parameter value that takes it past MAX_ARG_STRLEN (131072 bytes) fails the pod at exec, as
