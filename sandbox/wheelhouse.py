@@ -116,6 +116,10 @@ class _Quiet(SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:  # pip's requests are not the sandbox's log
         pass
 
+    def do_GET(self) -> None:
+        self.server.served += 1
+        super().do_GET()
+
 
 class IndexServer:
     """The wheelhouse over HTTP on loopback (the standard library's file server)."""
@@ -124,8 +128,13 @@ class IndexServer:
         self.root = root  # with no wheelhouse built, it serves nothing and clean pods fail naming the fix
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(root)))
         self.httpd.daemon_threads = True
+        self.httpd.served = 0  # requests answered (a test asks whether pip came here)
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.5},
                                        name="pip-index", daemon=True)
+
+    @property
+    def served(self) -> int:
+        return self.httpd.served
 
     @property
     def url(self) -> str:

@@ -243,6 +243,29 @@ def test_a_task_gets_only_what_its_packages_to_install_bring(box, kfp_client, tm
     assert "ModuleNotFoundError: No module named 'yaml'" in pod_log(box, run.run_id, "undeclared")
 
 
+def test_a_pipeline_compiled_for_a_mirror_installs_from_the_mirror(box, kfp_client, tmp_path):
+    """The disconnected-RHOAI path: `kfp-ray compile --pip-index-url` puts the mirror in every
+    task's install line, and the tasks install from it (here a second index over the same
+    wheelhouse, not the one the image's pip is configured with)."""
+    import subprocess
+    import sys
+
+    from kfp_ray_sandbox.wheelhouse import IndexServer
+
+    mirror = IndexServer().start()
+    try:
+        out = subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "compile", "--out", str(tmp_path),
+                              "--pip-index-url", mirror.url, "--pip-trusted-host", "127.0.0.1"],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        run = kfp_client.create_run_from_pipeline_package(str(tmp_path / "kfp_ray_gc.yaml"), run_name="mirror")
+        done = wait_run(kfp_client, run.run_id)
+        assert done.state == "SUCCEEDED", why(box, run.run_id)
+        assert mirror.served > 0  # kubernetes and kfp came from the mirror
+    finally:
+        mirror.stop()
+
+
 def test_a_task_argument_over_the_kernels_limit_fails_at_exec_as_on_argo(box, kfp_client, tmp_path):
     """The executor input is one argument of the launcher (KFP's driver puts it there): a
     parameter value that takes it past MAX_ARG_STRLEN (131072 bytes) fails the pod at exec, as
