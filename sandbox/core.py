@@ -26,7 +26,7 @@ import yaml
 
 from . import nodepool
 from .apiserver import errors, scc
-from .apiserver.admission import QuotaFaultAdmission, ServiceAccountAdmission
+from .apiserver.admission import LimitRanger, QuotaFaultAdmission, ResourceQuotaAdmission, ServiceAccountAdmission
 from .apiserver.http import HttpServer
 from .apiserver.policy import StoredPolicy
 from .apiserver.rbac import Authenticator
@@ -103,13 +103,15 @@ def kubeconfig(server: str, user: str, token: str, namespace: str, ca_pem: bytes
 def install_builtin_admission(store, registry, network, faults) -> None:
     """kube-apiserver's built-in admission and storage defaulting, for every writer
     (controllers too): NamespaceLifecycle, ServiceAccount, namespace and Service defaulting
-    (the ClusterIP allocator), ResourceQuota (the `exceed_quota` fault), the pods' default grace;
+    (the ClusterIP allocator), LimitRanger and ResourceQuota (the namespace's objects, and the
+    `exceed_quota` fault), the pods' default grace;
     OpenShift's namespace UID/MCS allocation and SecurityContextConstraints admission (scc.py)."""
     store.default_grace = lambda: faults.platform("termination_grace_s")
     allocator = SecurityAllocator(store, registry)
-    store.admission += [NamespaceLifecycle(store, registry), ServiceAccountAdmission(store, registry)]
+    store.admission += [NamespaceLifecycle(store, registry), ServiceAccountAdmission(store, registry),
+                        LimitRanger(store, registry)]
     store.validation += [prepare_namespace, allocator, network.allocate_service_ip,
-                         QuotaFaultAdmission(store, registry, faults)]
+                         QuotaFaultAdmission(store, registry, faults), ResourceQuotaAdmission(store, registry)]
     scc.install(store, registry, allocator, StoredPolicy(store, registry))
 
 

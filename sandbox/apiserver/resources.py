@@ -102,6 +102,9 @@ CORE = [
     # serviceaccounts/token: TokenRequest (`oc create token`), answered, never stored (reviews.py)
     _core("serviceaccounts", "ServiceAccount", subresources=["token"], short=["sa"]),
     _core("nodes", "Node", namespaced=False, subresources=["status"], short=["no"]),
+    # a project's compute policy (LimitRanger and ResourceQuota admission enforce them: admission.py)
+    _core("resourcequotas", "ResourceQuota", subresources=["status"], short=["quota"]),
+    _core("limitranges", "LimitRange", short=["limits"]),
 ]
 
 # pods' connect subresources, as v1.31's discovery lists them

@@ -256,6 +256,14 @@ class ArgoRecord:
                     self._end(self.nodes[child], phase, message=message)
             self._save()
 
+    def pending(self, name: str, message: str) -> None:
+        """A pod node that waits (its pod refused for now: markNodePending with the reason)."""
+        with self.lock:
+            node = self._by_name(name)
+            if node.get("message") != message:
+                node["phase"], node["message"] = "Pending", message
+                self._save()
+
     def running(self, name: str, host: str = "") -> None:
         with self.lock:
             node = self._by_name(name)

@@ -82,11 +82,27 @@ def component_env(container: dict) -> list[dict]:
     return [{"name": e["name"], "value": e.get("value", "")} for e in container.get("env") or []]
 
 
+# kfp 2.17's PipelineContainerSpec.resources (set_cpu_limit & co.), as KFP 2.14.3's driver puts
+# them on the main container (driver.go initPodSpecPatch: the resource* strings)
+_RESOURCES = {"resourceCpuRequest": ("requests", "cpu"), "resourceCpuLimit": ("limits", "cpu"),
+              "resourceMemoryRequest": ("requests", "memory"), "resourceMemoryLimit": ("limits", "memory")}
+QUOTA_RETRY_S = (1.0, 10.0)  # a pod the namespace's quota refuses is retried, backing off to
+
+
+def component_resources(container: dict) -> dict:
+    given = container.get("resources") or {}
+    out: dict = {}
+    for key, (kind, name) in _RESOURCES.items():
+        if given.get(key):
+            out.setdefault(kind, {})[name] = str(given[key])
+    return out
+
+
 def pod_spec_patch(container: dict, argv: list[str]) -> str:
     """The driver's pod-spec-patch output (driver.go initPodSpecPatch): the main container with
     the launcher's command line, the component's command and args, image, env and resources."""
     main = {"name": "main", "image": container.get("image", ""), "command": ["/kfp-launcher/launch", *argv],
-            "args": component_command(container), "resources": {}}
+            "args": component_command(container), "resources": component_resources(container)}
     env = component_env(container)
     if env:
         main["env"] = env
@@ -537,7 +553,14 @@ class Engine:
     def _attempt(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, driven: _Driven) -> str:
         task_root = driven.task_root
         argo_pod = ex.record.executor_pod(driven.executor)
-        pod = self._pod(ex, node, task_name, container, config, driven, argo_pod)
+        pod, refused = self._create_pod(ex, node, task_name, container, config, driven, argo_pod)
+        if pod is None:
+            if not ex.deleted.is_set():
+                ex.record.end(ex.record.pod_node(argo_pod), "Error", refused)
+            if ex.halted(node):
+                return CANCELED
+            self._task_error(ex, f"task {task_name} failed: {refused}")
+            return FAILED
         name = pod["metadata"]["name"]
         with self.lock:
             ex.pods.add(name)
@@ -563,6 +586,27 @@ class Engine:
         self._task_error(ex, f"task {task_name} failed: {failure}")
         return FAILED
 
+    def _create_pod(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, driven: _Driven,
+                    argo_pod: str) -> tuple[dict | None, str]:
+        """Create the task's pod as Argo's controller does (operator.go requeueIfTransientErr):
+        a pod the namespace's ResourceQuota refuses ("exceeded quota") leaves its node Pending
+        with the refusal and is tried again until it fits, the run is stopped, or the task
+        times out; any other refusal (a LimitRange's max, a quota's "must specify") fails it.
+        Returns (the pod, "") or (None, why)."""
+        wait, deadline = QUOTA_RETRY_S[0], time.monotonic() + POD_TIMEOUT_S
+        while True:
+            try:
+                return self._pod(ex, node, task_name, container, config, driven, argo_pod), ""
+            except Exception as exc:  # noqa: BLE001 - the API server's refusal, worded as it words it
+                why = getattr(exc, "message", str(exc))
+                if "exceeded quota" not in why or time.monotonic() > deadline:
+                    return None, why
+                ex.record.pending(ex.record.pod_node(argo_pod), why)
+            ex.deleted.wait(wait)  # (a terminate is seen within one wait: an exit task still waits for room)
+            if ex.halted(node):
+                return None, "Step exceeded its deadline"
+            wait = min(wait * 1.5, QUOTA_RETRY_S[1])
+
     def _pod(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, driven: _Driven,
              argo_name: str) -> dict:
         launch, argv, command = driven.launch, driven.argv, driven.command
@@ -587,6 +631,7 @@ class Engine:
                 "containers": [{"name": "main", "image": container.get("image", ""),
                                 "command": [sys.executable, "-I", str(LAUNCHER), *argv],
                                 "args": component_command(container),
+                                "resources": component_resources(container),
                                 "env": env}]}
         if config.get("tolerations"):
             spec["tolerations"] = [{k: v for k, v in t.items() if k in ("key", "operator", "value", "effect", "tolerationSeconds")}

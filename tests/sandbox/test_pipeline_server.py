@@ -266,6 +266,44 @@ def test_a_pipeline_compiled_for_a_mirror_installs_from_the_mirror(box, kfp_clie
         mirror.stop()
 
 
+def test_under_a_projects_limit_range_and_quota_runs_succeed_and_a_task_over_the_max_fails_with_its_message(
+        box, kfp_client, small_package, tmp_path):
+    """The compute policy many RHOAI projects have: a LimitRange (defaults for what a container
+    leaves out, a max) and a ResourceQuota. Task pods ask for resources (kfp's set_cpu_limit &
+    co. reach the pod as KFP 2.14's driver puts them), the policy's defaults fill the rest."""
+    from kfp import compiler, dsl
+
+    v1 = k8s.CoreV1Api(SandboxClient(box.info).api_client())
+    v1.create_namespaced_limit_range(NS, {"metadata": {"name": "project-limits"}, "spec": {"limits": [{
+        "type": "Container", "default": {"cpu": "1", "memory": "1Gi"},
+        "defaultRequest": {"cpu": "100m", "memory": "256Mi"}, "max": {"cpu": "4", "memory": "16Gi"}}]}})
+    v1.create_namespaced_resource_quota(NS, {"metadata": {"name": "project-quota"}, "spec": {"hard": {
+        "requests.cpu": "8", "requests.memory": "32Gi", "limits.cpu": "16", "limits.memory": "64Gi", "pods": "30"}}})
+
+    @dsl.component(base_image="registry.access.redhat.com/ubi9/python-311")
+    def greedy() -> int:
+        return 1
+
+    @dsl.pipeline(name="greedy")
+    def wants_too_much():
+        greedy().set_cpu_limit("6").set_memory_limit("2Gi")
+
+    package = str(tmp_path / "greedy.yaml")
+    compiler.Compiler().compile(wants_too_much, package)
+    try:
+        ok = kfp_client.create_run_from_pipeline_package(small_package, arguments={"n": 2}, run_name="under-quota")
+        over = kfp_client.create_run_from_pipeline_package(package, run_name="over-max")
+        ok, over = wait_run(kfp_client, ok.run_id), wait_run(kfp_client, over.run_id)
+        assert ok.state == "SUCCEEDED", why(box, ok.run_id)
+        made = v1.read_namespaced_pod(pod_of(box, ok.run_id, "make"), NS).spec.containers[0].resources
+        assert made.requests == {"cpu": "100m", "memory": "256Mi"} and made.limits == {"cpu": "1", "memory": "1Gi"}
+        assert over.state == "FAILED"
+        assert "is forbidden: maximum cpu usage per Container is 4, but limit is 6" in why(box, over.run_id)
+    finally:
+        v1.delete_namespaced_resource_quota("project-quota", NS)
+        v1.delete_namespaced_limit_range("project-limits", NS)
+
+
 def test_a_task_argument_over_the_kernels_limit_fails_at_exec_as_on_argo(box, kfp_client, tmp_path):
     """The executor input is one argument of the launcher (KFP's driver puts it there): a
     parameter value that takes it past MAX_ARG_STRLEN (131072 bytes) fails the pod at exec, as
