@@ -90,6 +90,8 @@ def task_pods(run_id: str, namespace: str) -> list[TaskPod]:
                      what="list the run's task pods", attempts=1).items
     out = []
     for pod in sorted(pods, key=lambda p: p.status.start_time or p.metadata.creation_timestamp):
+        if (pod.metadata.annotations or {}).get(NODE_KEY, "").endswith("-driver"):
+            continue  # KFP's driver pods (`<task>-driver`, `root-driver`): the tasks are their executors
         state = _main_state(pod)
         term = state.terminated if state is not None else None
         tp = TaskPod(task=task_of(pod), phase=pod.status.phase or "", started=pod.status.start_time,

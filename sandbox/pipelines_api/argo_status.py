@@ -65,6 +65,14 @@ def _size(value) -> int:
     return len(text.encode()) + 5 * sum(text.count(c) for c in "<>&")
 
 
+class DriverFailed(Exception):
+    """A driver's pod failed: its task fails with Argo's message for the pod."""
+
+
+def _output(node: dict, name: str) -> str:
+    return next(p.get("value", "") for p in (node.get("outputs") or {}).get("parameters", []) if p["name"] == name)
+
+
 class SizeError(Exception):
     """The workflow is in Error for its size: the message Argo gives it."""
 
@@ -74,7 +82,10 @@ class ArgoRecord:
     engine (workflow.py) as Argo's controller would add and end them, each change persisted.
     `persist(workflow) -> stored workflow` writes it (raises the API server's error)."""
 
-    def __init__(self, workflow: dict, persist: Callable[[dict], dict]):
+    def __init__(self, workflow: dict, persist: Callable[[dict], dict],
+                 run_driver: Callable[[dict], str] | None = None):
+        """`run_driver(node) -> ""` or why it failed: runs a driver node's pod to its end."""
+        self.run_driver = run_driver
         self.wf = workflow
         self.name = workflow["metadata"]["name"]
         self.persist = persist
@@ -94,10 +105,10 @@ class ArgoRecord:
         with self.lock:
             self.wf["status"] = {"phase": "Running", "startedAt": now(), "finishedAt": None, "nodes": self.nodes}
             top = self._node(self.name, self.name, "DAG", "entrypoint", None, None, [])
-            driver = self._task_node(top, "entrypoint", "root-driver", "Pod", {})
-            self._end(driver, "Succeeded", outputs=self._dag_driver_outputs())
+        driver = self._driver(top, "entrypoint", "root-driver", {}, self._dag_driver_outputs)
+        with self.lock:
             root = self._task_node(top, "entrypoint", "root", "DAG",
-                                   {"tasks.root-driver.outputs.parameters.execution-id": self._last_dag_id()})
+                                   {"tasks.root-driver.outputs.parameters.execution-id": _output(driver, "execution-id")})
             self._save()
             return root["name"]
 
@@ -105,10 +116,10 @@ class ArgoRecord:
         """A sub-DAG task (an exit handler's group): its DAG driver, then its DAG node."""
         with self.lock:
             scope, where = self._scope(parent, task, hook_of)
-            driver = self._task_node(scope, where, f"{task}-driver", "Pod", self._scope_values(scope))
-            self._end(driver, "Succeeded", outputs=self._dag_driver_outputs())
+        driver = self._driver(scope, where, f"{task}-driver", self._scope_values(scope), self._dag_driver_outputs)
+        with self.lock:
             node = self._task_node(scope, where, task, "DAG",
-                                   {f"tasks.{task}-driver.outputs.parameters.execution-id": self._last_dag_id(),
+                                   {f"tasks.{task}-driver.outputs.parameters.execution-id": _output(driver, "execution-id"),
                                     f"tasks.{task}-driver.outputs.parameters.condition": "true"})
             self._save()
             return node["name"]
@@ -117,8 +128,8 @@ class ArgoRecord:
         """A container task the driver found in the cache: its driver says cached-decision
         "true", and the executor DAG's pod task (`when: <cached-decision> != true`) is
         Skipped; the task's DAG node succeeds."""
+        executor = self.container_task(parent, task, "", hook_of, cached=True)
         with self.lock:
-            executor = self.container_task(parent, task, "", hook_of, cached=True)
             parent_node = self._by_name(executor)
             inner = self.templates[parent_node["templateName"]]["dag"]["tasks"][0]
             node = self._node(f"{executor}.{inner['name']}", inner["name"], "Skipped", inner["template"], parent_node,
@@ -129,18 +140,18 @@ class ArgoRecord:
 
     def container_task(self, parent: str, task: str, pod_spec_patch: str, hook_of: str | None = None,
                        cached: bool = False) -> str:
-        """A container task's driver (done, its pod spec patch as output) and its executor DAG
-        node. Returns the executor DAG node's name."""
+        """A container task's driver (its pod spec patch as output) and its executor DAG node.
+        Returns the executor DAG node's name."""
         decision = "true" if cached else "false"
         with self.lock:
             scope, where = self._scope(parent, task, hook_of)
-            driver = self._task_node(scope, where, f"{task}-driver", "Pod", self._scope_values(scope))
-            self._end(driver, "Succeeded", outputs=[
-                {"name": "pod-spec-patch", "value": pod_spec_patch,
-                 "valueFrom": {"default": "", "path": "/tmp/outputs/pod-spec-patch"}},
-                {"name": "cached-decision", "default": "false", "value": decision,
-                 "valueFrom": {"default": "false", "path": "/tmp/outputs/cached-decision"}},
-                {"name": "condition", "value": "true", "valueFrom": {"default": "true", "path": "/tmp/outputs/condition"}}])
+        self._driver(scope, where, f"{task}-driver", self._scope_values(scope), lambda: [
+            {"name": "pod-spec-patch", "value": pod_spec_patch,
+             "valueFrom": {"default": "", "path": "/tmp/outputs/pod-spec-patch"}},
+            {"name": "cached-decision", "default": "false", "value": decision,
+             "valueFrom": {"default": "false", "path": "/tmp/outputs/cached-decision"}},
+            {"name": "condition", "value": "true", "valueFrom": {"default": "true", "path": "/tmp/outputs/condition"}}])
+        with self.lock:
             prefix = f"tasks.{task}-driver.outputs.parameters."
             node = self._task_node(scope, where, task, "DAG", {prefix + "pod-spec-patch": pod_spec_patch,
                                                                 prefix + "cached-decision": decision})
@@ -162,54 +173,75 @@ class ArgoRecord:
         and the task's `when: <condition> != false` skips it (dag.go: "when '...' evaluated false")."""
         with self.lock:
             scope, where = self._scope(parent, task, hook_of)
-            driver = self._task_node(scope, where, f"{task}-driver", "Pod", self._scope_values(scope))
-            self._end(driver, "Succeeded", outputs=[
-                {"name": "condition", "value": "false", "valueFrom": {"default": "true", "path": "/tmp/outputs/condition"}}])
+        self._driver(scope, where, f"{task}-driver", self._scope_values(scope), lambda: [
+            {"name": "condition", "value": "false", "valueFrom": {"default": "true", "path": "/tmp/outputs/condition"}}])
+        with self.lock:
             node = self._task_node(scope, where, task, "Skipped", {}, inputs=False)
             self._end(node, "Skipped", message="when 'false != false' evaluated false")
             self._save()
 
     def loop_task(self, parent: str, task: str, count: int, hook_of: str | None = None) -> str:
         """A ParallelFor task (argocompiler iterator_task): its loop DAG node, the loop's
-        `iteration-driver` (done, `iteration-count` out) and the `iteration-iterations` TaskGroup
+        `iteration-driver` (`iteration-count` out) and the `iteration-iterations` TaskGroup
         that Argo makes for a `withSequence` task. Returns the loop node's name."""
         with self.lock:
             scope, where = self._scope(parent, task, hook_of)
             loop = self._task_node(scope, where, task, "DAG", self._scope_values(scope))
-            driver = self._task_node(loop, loop["templateName"], "iteration-driver", "Pod", self._scope_values(loop))
-            self._end(driver, "Succeeded", outputs=self._dag_driver_outputs(count))
+        self._driver(loop, loop["templateName"], "iteration-driver", self._scope_values(loop),
+                     lambda: self._dag_driver_outputs(count))
+        with self.lock:
             self._task_node(loop, loop["templateName"], "iteration-iterations", "TaskGroup", {}, inputs=False)
             self._save()
             return loop["name"]
 
     def iteration(self, loop_name: str, index: int) -> str:
         """Iteration `index` of a loop starts: `iteration-iterations(i:i)` (operator.go
-        generateNodeName), its `iteration-item-driver` (done) and its `iteration-item` DAG, under
+        generateNodeName), its `iteration-item-driver` and its `iteration-item` DAG, under
         which the loop body's tasks go. Returns the `iteration-item` node's name."""
         with self.lock:
             loop, group = self._by_name(loop_name), self._by_name(f"{loop_name}.iteration-iterations")
             spec = next(t for t in self.templates[loop["templateName"]]["dag"]["tasks"]
                         if t["name"] == "iteration-iterations")
-            driver_id = next(p["value"] for p in self._by_name(f"{loop_name}.iteration-driver")["outputs"]["parameters"]
-                             if p["name"] == "execution-id")
+            driver_id = _output(self._by_name(f"{loop_name}.iteration-driver"), "execution-id")
             it = self._node(f"{group['name']}({index}:{index})", f"iteration-iterations({index}:{index})", "DAG",
                             spec["template"], group, loop["id"],
                             self._inputs(spec, {"tasks.iteration-driver.outputs.parameters.execution-id": driver_id,
                                                 "item": str(index)}))
             values = {**self._scope_values(it), "inputs.parameters.iteration-index": str(index)}
-            driver = self._task_node(it, it["templateName"], "iteration-item-driver", "Pod", values)
-            self._end(driver, "Succeeded", outputs=self._dag_driver_outputs())
+        driver = self._driver(it, it["templateName"], "iteration-item-driver", values, self._dag_driver_outputs)
+        with self.lock:
             item = self._task_node(it, it["templateName"], "iteration-item", "DAG", {
-                **values, "tasks.iteration-item-driver.outputs.parameters.execution-id": self._last_dag_id()})
+                **values, "tasks.iteration-item-driver.outputs.parameters.execution-id": _output(driver, "execution-id")})
             self._save()
             return item["name"]
 
     def end_iteration(self, loop_name: str, index: int, phase: str) -> None:
         with self.lock:
             it = self._by_name(f"{loop_name}.iteration-iterations({index}:{index})")
-            self._end(self._by_name(f"{it['name']}.iteration-item"), phase)
+            item = self.nodes.get(node_id(self.name, f"{it['name']}.iteration-item"))
+            if item is not None:
+                self._end(item, phase)
             self._end(it, phase)
             self._save()
+
+    def _driver(self, scope: dict, where: str, task: str, values: dict, outputs: Callable[[], list]) -> dict:
+        """A driver task's pod node: Pending, then run (`run_driver`, outside the lock: drivers
+        of parallel tasks run side by side), then ended with its outputs. A driver that fails
+        fails its node and raises DriverFailed with Argo's message."""
+        with self.lock:
+            node = self._task_node(scope, where, task, "Pod", values)
+            node["phase"] = "Pending"
+            self._save()
+        failure = self.run_driver(node) if self.run_driver is not None else ""
+        with self.lock:
+            if failure:
+                self._end(node, "Failed", message=failure)
+            else:
+                self._end(node, "Succeeded", outputs=outputs())
+            self._save()
+        if failure:
+            raise DriverFailed(f"{task}: {failure}")
+        return node
 
     def executor_pod(self, executor: str) -> str:
         """The executor DAG's next pod node (pending): `<executor>.executor`, or with a retry
@@ -359,9 +391,6 @@ class ArgoRecord:
                 {"name": "iteration-count", "value": str(iterations),
                  "valueFrom": {"default": "0", "path": "/tmp/outputs/iteration-count"}},
                 {"name": "condition", "value": "true", "valueFrom": {"default": "true", "path": "/tmp/outputs/condition"}}]
-
-    def _last_dag_id(self) -> str:
-        return str(self._dag_ids)
 
     def _by_name(self, name: str) -> dict:
         return self.nodes[node_id(self.name, name)]

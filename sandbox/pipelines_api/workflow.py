@@ -9,7 +9,8 @@ KFP 2.17 on RHOAI's Data Science Pipelines.
   annotations, tolerations, node selector), labels `pipeline/runid` and
   `workflows.argoproj.io/workflow` as Argo sets them, and the sandbox's launcher
   (launcher.py) as its first program. Nothing else reaches its environment.
-- The driver's part happens here: the executor input (kfp.local's builders: the same
+- Each driver node is a pod too (driver.py: the template's command line, resolved), which
+  the run waits for; the driver's work itself happens here: the executor input (kfp.local's builders: the same
   protobufs), placeholders ({{$}}, {{$.pipeline_job_uuid}}, f-strings), output paths
   (/tmp/kfp/outputs/<name>, /tmp/kfp_outputs/output_metadata.json, as KFP's driver sets them)
   and artifact URIs: <pipeline root>/<pipeline name>/<run id>/<task name>/<task uuid>/<output>.
@@ -44,7 +45,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import argo, dag, platform_spec, task_report
+from . import argo, argo_status, dag, platform_spec, task_report
 from .argo_status import ArgoRecord
 from .dag import CANCELED, FAILED, PENDING, RUNNING, SKIPPED, SUCCEEDED, Node
 from .launcher import RESOLVED_ARG_ENV
@@ -53,6 +54,7 @@ from .wire import ApiError, now
 log = logging.getLogger("sandbox.workflow")
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
+DRIVER = Path(__file__).with_name("driver.py")
 OUTPUT_PARAMETER_DIR = "/tmp/kfp/outputs"
 OUTPUT_METADATA = "/tmp/kfp_outputs/output_metadata.json"
 STORAGE_SECRET = "ds-pipeline-s3-dspa"  # the DSPA's object storage secret (accesskey, secretkey)
@@ -226,7 +228,8 @@ class Engine:
                        workflow=f"{name[:50]}-{secrets.token_hex(3)[:5]}", root=root)
         created = self._create_workflow(run, spec, root)
         ex.workflow, ex.uid = created["metadata"]["name"], created["metadata"]["uid"]
-        ex.record = ArgoRecord(created, lambda wf: self._reported(ex, self.workflows.update(wf)))
+        ex.record = ArgoRecord(created, lambda wf: self._reported(ex, self.workflows.update(wf)),
+                               run_driver=lambda node: self._run_driver(ex, node))
         with self.lock:
             self.executions[run["run_id"]] = ex
         threading.Thread(target=self._main, args=(ex,), daemon=True, name=f"run-{run['run_id'][:8]}").start()
@@ -295,6 +298,8 @@ class Engine:
             scope = ex.record.begin()
             state, _ = self._dag(ex, "", ex.pipeline_spec["root"]["dag"], params, {}, scope)
             error = ""  # a failed DAG leaves the Workflow's message empty (dag.go: markNodePhase, no message)
+        except argo_status.DriverFailed:  # the root DAG's driver pod failed: its node says why
+            state, error = FAILED, ""
         except Exception as exc:  # noqa: BLE001 - a run the driver cannot start fails with the reason
             log.exception("run %s", ex.run["run_id"])
             state, error = FAILED, str(exc)
@@ -409,9 +414,13 @@ class Engine:
                 if ex.halted(node):
                     results[i] = (CANCELED, {})
                     return
-                body = ex.record.iteration(loop, i)
-                results[i] = self._dag(ex, f"{node.path}/{i}", node.component["dag"], {**params, item_input: items[i]},
-                                       arts, body)
+                try:
+                    body = ex.record.iteration(loop, i)
+                    results[i] = self._dag(ex, f"{node.path}/{i}", node.component["dag"],
+                                           {**params, item_input: items[i]}, arts, body)
+                except Exception as exc:  # noqa: BLE001 - its driver failed: the iteration, and the loop, fail
+                    self._task_error(ex, f"{type(exc).__name__}: {exc}")
+                    results[i] = (FAILED, {})
                 ex.record.end_iteration(loop, i, _ARGO_PHASE.get(results[i][0], "Failed"))
 
         threads = [threading.Thread(target=iteration, args=(i,), daemon=True, name=f"task-{task}-{i}")
@@ -586,8 +595,61 @@ class Engine:
         self._task_error(ex, f"task {task_name} failed: {failure}")
         return FAILED
 
+    def _run_driver(self, ex: Execution, node: dict) -> str:
+        """A driver node's pod, run to its end (ArgoRecord's `run_driver`): the driver template's
+        container with its inputs resolved, as Argo makes the pod. "" when it succeeded, else
+        Argo's message for it."""
+        if ex.deleted.is_set() or ex.broken():
+            return "Step exceeded its deadline"
+        template = ex.record.templates[node["templateName"]]
+        c = template["container"]
+        values = {f"inputs.parameters.{p['name']}": p.get("value", p.get("default", ""))
+                  for p in (node.get("inputs") or {}).get("parameters", [])}
+        values["workflow.name"] = ex.workflow
+        for p in (template.get("outputs") or {}).get("parameters", []):
+            values[f"outputs.parameters.{p['name']}.path"] = (p.get("valueFrom") or {}).get("path", "")
+
+        def resolve(text: str) -> str:
+            return re.sub(r"\{\{([^{}]+)\}\}", lambda m: str(values.get(m.group(1).strip(), m.group(0))), text)
+
+        name = argo_status.pod_name(ex.workflow, node["name"], node["templateName"])
+        spec = {"serviceAccountName": ex.run.get("service_account") or RUNNER_ACCOUNT, "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": DEFAULT_GRACE_S,
+                "containers": [{"name": "main", "image": c.get("image", ""),
+                                "command": [sys.executable, "-I", "-S", str(DRIVER)],
+                                "args": [resolve(a) for a in c.get("args") or []],
+                                "env": [{"name": e["name"], "value": resolve(e.get("value", ""))} for e in c.get("env") or []],
+                                **({"resources": c["resources"]} if c.get("resources") else {})}]}
+        meta = self._pod_meta(ex, name, node["name"], {})
+        pod, refused = self._create_refusable(ex, None, node["name"],
+                                              lambda: self.pods.create({"apiVersion": "v1", "kind": "Pod",
+                                                                        "metadata": meta, "spec": spec}))
+        if pod is None:
+            return refused
+        with self.lock:
+            ex.pods.add(name)
+        phase, ended = self._wait_pod(ex, name)
+        if phase == "Succeeded":
+            return ""
+        return "Step exceeded its deadline" if ex.canceling.is_set() or ex.deleted.is_set() else self._pod_failure(name, ended)
+
+    def _pod_meta(self, ex: Execution, name: str, node_name: str, meta: dict) -> dict:
+        """A pod of the run as Argo makes it: its labels and node annotations, the Workflow as owner."""
+        labels = {**(meta.get("labels") or {}), "pipeline/runid": ex.run["run_id"],
+                  "workflows.argoproj.io/workflow": ex.workflow}
+        annotations = {**(meta.get("annotations") or {}), "workflows.argoproj.io/node-name": node_name,
+                       "workflows.argoproj.io/node-id": ex.record.node_id(node_name)}
+        return {"name": name, "namespace": self.namespace, "labels": labels, "annotations": annotations,
+                # Argo's pods are the Workflow's: deleting it deletes them
+                "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": ex.workflow,
+                                     "uid": ex.uid, "controller": True, "blockOwnerDeletion": True}]}
+
     def _create_pod(self, ex: Execution, node: Node, task_name: str, container: dict, config: dict, driven: _Driven,
                     argo_pod: str) -> tuple[dict | None, str]:
+        return self._create_refusable(ex, node, ex.record.pod_node(argo_pod),
+                                      lambda: self._pod(ex, node, task_name, container, config, driven, argo_pod))
+
+    def _create_refusable(self, ex: Execution, node: Node | None, node_name: str, create) -> tuple[dict | None, str]:
         """Create the task's pod as Argo's controller does (operator.go requeueIfTransientErr):
         a pod the namespace's ResourceQuota refuses ("exceeded quota") leaves its node Pending
         with the refusal and is tried again until it fits, the run is stopped, or the task
@@ -596,14 +658,14 @@ class Engine:
         wait, deadline = QUOTA_RETRY_S[0], time.monotonic() + POD_TIMEOUT_S
         while True:
             try:
-                return self._pod(ex, node, task_name, container, config, driven, argo_pod), ""
+                return create(), ""
             except Exception as exc:  # noqa: BLE001 - the API server's refusal, worded as it words it
                 why = getattr(exc, "message", str(exc))
                 if "exceeded quota" not in why or time.monotonic() > deadline:
                     return None, why
-                ex.record.pending(ex.record.pod_node(argo_pod), why)
+                ex.record.pending(node_name, why)
             ex.deleted.wait(wait)  # (a terminate is seen within one wait: an exit task still waits for room)
-            if ex.halted(node):
+            if ex.halted(node) if node is not None else (ex.deleted.is_set() or ex.broken() or ex.canceling.is_set()):
                 return None, "Step exceeded its deadline"
             wait = min(wait * 1.5, QUOTA_RETRY_S[1])
 
@@ -620,12 +682,9 @@ class Engine:
                 {"name": "KFP_LAUNCHER_S3_ENDPOINT", "value": self.s3_endpoint},
                 {"name": "KFP_LAUNCHER_S3_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": STORAGE_SECRET, "key": "accesskey"}}},
                 {"name": "KFP_LAUNCHER_S3_SECRET_KEY", "valueFrom": {"secretKeyRef": {"name": STORAGE_SECRET, "key": "secretkey"}}}]
-        meta = config.get("podMetadata") or {}
-        labels = {**(meta.get("labels") or {}), "pipeline/runid": ex.run["run_id"],
-                  "workflows.argoproj.io/workflow": ex.workflow, "pipelines.kubeflow.org/v2_component": "true"}
-        node_name = ex.record.pod_node(argo_name)
-        annotations = {**(meta.get("annotations") or {}), "workflows.argoproj.io/node-name": node_name,
-                       "workflows.argoproj.io/node-id": ex.record.node_id(node_name)}
+        given = config.get("podMetadata") or {}
+        meta = self._pod_meta(ex, argo_name, ex.record.pod_node(argo_name),
+                              {**given, "labels": {**(given.get("labels") or {}), "pipelines.kubeflow.org/v2_component": "true"}})
         spec = {"serviceAccountName": ex.run.get("service_account") or RUNNER_ACCOUNT, "restartPolicy": "Never",
                 "terminationGracePeriodSeconds": DEFAULT_GRACE_S,
                 "containers": [{"name": "main", "image": container.get("image", ""),
@@ -638,10 +697,6 @@ class Engine:
                                    for t in config["tolerations"]]
         if (config.get("nodeSelector") or {}).get("labels"):
             spec["nodeSelector"] = dict(config["nodeSelector"]["labels"])
-        meta = {"name": argo_name, "namespace": self.namespace, "labels": labels, "annotations": annotations,
-                # Argo's pods are the Workflow's: deleting it deletes them
-                "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": ex.workflow,
-                                     "uid": ex.uid, "controller": True, "blockOwnerDeletion": True}]}
         return self.pods.create({"apiVersion": "v1", "kind": "Pod", "spec": spec, "metadata": meta})
 
     def _wait_pod(self, ex: Execution, name: str) -> tuple[str, dict | None]:

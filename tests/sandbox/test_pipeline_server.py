@@ -61,8 +61,13 @@ def small_pipeline():
 
 
 def echo_pipeline():
-    """One task given a string: its size is the run's to choose."""
+    """A string `size` characters long made by one task and passed to the next: its size is
+    the run's to choose, and it reaches only the second task's executor input."""
     from kfp import dsl
+
+    @dsl.component(base_image="registry.access.redhat.com/ubi9/python-311")
+    def make_text(size: int) -> str:
+        return "w" * size
 
     @dsl.component(base_image="registry.access.redhat.com/ubi9/python-311")
     def echo(text: str) -> int:
@@ -70,8 +75,9 @@ def echo_pipeline():
         return len(text)
 
     @dsl.pipeline(name="echo")
-    def echoes(text: str = ""):
-        echo(text=text)
+    def echoes(size: int = 1, text: str = ""):
+        made = make_text(size=size).set_caching_options(False)
+        echo(text=made.output).set_caching_options(False)
 
     return echoes
 
@@ -305,21 +311,25 @@ def test_under_a_projects_limit_range_and_quota_runs_succeed_and_a_task_over_the
 
 
 def test_a_task_argument_over_the_kernels_limit_fails_at_exec_as_on_argo(box, kfp_client, tmp_path):
-    """The executor input is one argument of the launcher (KFP's driver puts it there): a
-    parameter value that takes it past MAX_ARG_STRLEN (131072 bytes) fails the pod at exec, as
-    Argo's emissary fails there; a value well under it runs."""
+    """The executor input is one argument of the launcher (KFP's driver puts it there): an
+    upstream output that takes it past MAX_ARG_STRLEN (131072 bytes) fails the executor pod at
+    exec, as Argo's emissary fails there; one well under it runs. A pipeline parameter that
+    big fails sooner: the root DAG driver's `--runtime_config` holds every parameter's value."""
     from kfp import compiler
 
     package = str(tmp_path / "echo.yaml")
     compiler.Compiler().compile(echo_pipeline(), package)
-    runs = {size: kfp_client.create_run_from_pipeline_package(package, arguments={"text": "w" * size},
-                                                              run_name=f"echo-{size}").run_id
-            for size in (100_000, 140_000)}
-    fits, too_big = (wait_run(kfp_client, runs[size]) for size in (100_000, 140_000))
+    e2big = 'StartError (exit code 128): runc create failed: unable to start container process: exec: ' \
+            '"/var/run/argo/argoexec": argument list too long'
+    runs = {name: kfp_client.create_run_from_pipeline_package(package, arguments=arguments, run_name=name).run_id
+            for name, arguments in (("fits", {"size": 100_000}), ("too-big", {"size": 140_000}),
+                                    ("big-parameter", {"text": "w" * 140_000}))}
+    fits, too_big, big_parameter = (wait_run(kfp_client, run_id) for run_id in runs.values())
     assert fits.state == "SUCCEEDED", why(box, fits.run_id)
-    assert too_big.state == "FAILED" and tasks(too_big)["echo"] == "FAILED"
-    assert why(box, too_big.run_id) == ('echo: StartError (exit code 128): runc create failed: unable to start '
-                                        'container process: exec: "/var/run/argo/argoexec": argument list too long')
+    assert too_big.state == "FAILED" and tasks(too_big) == {"make-text": "SUCCEEDED", "echo": "FAILED"}
+    assert why(box, too_big.run_id) == f"echo: {e2big}"
+    assert big_parameter.state == "FAILED" and tasks(big_parameter) == {}  # nothing got past the root DAG's driver
+    assert why(box, big_parameter.run_id) == f"root-driver: {e2big}"
 
 
 def blob_pipeline(name: str, distinct: int, chained: int):
@@ -346,7 +356,7 @@ def blob_pipeline(name: str, distinct: int, chained: int):
             blob(i)()
         one, previous = blob(1000), None
         for _ in range(chained):
-            task = one()
+            task = one().set_caching_options(False)  # the same component, no inputs: a cache hit otherwise
             if previous is not None:
                 task.after(previous)
             previous = task
