@@ -74,7 +74,7 @@ SOURCES = {
 # meta types the OpenAPI paths refer to.
 CORE_KINDS = {
     ("", "v1"): ["Namespace", "Pod", "Service", "Secret", "ConfigMap", "Event", "ServiceAccount", "Node",
-                 "Binding", "Endpoints"],
+                 "Binding", "Endpoints", "ResourceQuota", "LimitRange"],
     ("authorization.k8s.io", "v1"): ["SelfSubjectAccessReview", "SelfSubjectRulesReview", "SubjectAccessReview",
                                      "LocalSubjectAccessReview"],
     ("authentication.k8s.io", "v1"): ["SelfSubjectReview", "TokenReview", "TokenRequest"],

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from kubernetes import client as k8s
@@ -130,7 +131,7 @@ def snapshot(owner: int, state_dir: Path, tmpdir: Path | None, keep_logs: bool) 
     urls = sorted({v for v in info.values() if isinstance(v, str) and re.match(r"\w+://[^/:]+:\d+", v)})
     sockets = listening_sockets(server)
     ports = {int(addr.rsplit(":", 1)[1], 16) for addr in sockets.values()}
-    assert urls and all(int(u.rsplit(":", 1)[1]) in ports for u in urls), (urls, sockets)  # API server, S3
+    assert urls and all(urlsplit(u).port in ports for u in urls), (urls, sockets)  # API server, S3, pip index
     markers = [*ray_dirs, str(state_dir), *([str(tmpdir)] if tmpdir else [])]
     return {"owner": owner, "server": server, "watchdog": watchdog, "tag": tag, "ray_dirs": ray_dirs, "sockets": sockets,
             "markers": markers, "state_dir": str(state_dir), "tmpdir": tmpdir, "keep_logs": keep_logs}
