@@ -18,6 +18,7 @@ from kfp_ray.components.run_ray_job.component import run_ray_job, run_ray_job_wi
 from kfp_ray.components.stage_dataset.component import stage_dataset
 from kfp_ray.components.submit_ray_job.component import submit_ray_job_with_code
 from kfp_ray.components.teardown_ray_cluster.component import teardown_ray_cluster
+from kfp_ray.pipelines.sizes import size_tasks
 
 RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER
 JOBS = Path(__file__).resolve().parent / "jobs"
@@ -213,4 +214,5 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
                 task.set_caching_options(False)
         with dsl.Else(name="unknown-lifecycle"):
             staged()  # fails: names the lifecycle parameter and its choices
+    size_tasks()
     return job, follow

@@ -10,6 +10,7 @@ from kfp import dsl
 from kfp_ray.components.run_ray_driver.component import run_ray_driver_with_code
 from kfp_ray.components.stage_dataset.component import stage_dataset
 from kfp_ray.pipelines.common import RUN_ID, exit_handlers, provision, publish_run, with_data_connection
+from kfp_ray.pipelines.sizes import size_tasks
 
 # The drivers (pipelines/drivers), embedded in the driver task as `code/`.
 run_with_drivers = run_ray_driver_with_code(Path(__file__).resolve().parent.parent / "drivers")
@@ -47,3 +48,4 @@ def interactive_train(
         publish = publish_run(stage, cluster, driver, driver.outputs["log"], "interactive_train", data_connection)
         for task in (stage, cluster, driver, publish):
             task.set_caching_options(False)
+    size_tasks()
