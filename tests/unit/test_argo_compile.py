@@ -47,6 +47,39 @@ def html_safe_json(value) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def go_numbers(value):
+    """Floats with no fraction as Go's JSON writes them (1, not 1.0)."""
+    if isinstance(value, dict):
+        return {k: go_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [go_numbers(v) for v in value]
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def go_struct_json(container: dict) -> str:
+    """hashComponentContainer's input: encoding/json of the Go struct PipelineContainerSpec, its
+    fields in the proto's declaration order under their snake_case names, empty ones left out
+    (kfp's pipeline_spec_pb2 descriptors give the order; this does not use the compiler's code)."""
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    spec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec
+
+    def camel(name: str) -> str:
+        head, *rest = name.split("_")
+        return head + "".join(w.title() for w in rest)
+
+    def number(value) -> str:
+        return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+    resources = container.get("resources") or {}
+    res = [f'"{f.name}":{html_safe_json(resources[camel(f.name)]) if f.type == f.TYPE_STRING else number(resources[camel(f.name)])}'
+           for f in spec.ResourceSpec.DESCRIPTOR.fields if resources.get(camel(f.name))]
+    parts = [f'"{k}":{html_safe_json(container[k])}' for k in ("image", "command", "args") if container.get(k)]
+    if res:
+        parts.append('"resources":{' + ",".join(res) + "}")
+    return "{" + ",".join(parts) + "}"
+
+
 @pytest.fixture(scope="module", params=COMPILED, ids=[p.stem for p in COMPILED])
 def compiled(request):
     spec, platform = load(request.param)
@@ -142,10 +175,8 @@ def test_arguments_are_go_protojson(compiled):
     args = arguments(wf)
     label = sorted(spec["deploymentSpec"]["executors"])[0]
     container = spec["deploymentSpec"]["executors"][label]["container"]
-    # hashComponentContainer: sha256 of the Go struct's JSON (image, command, args in field order).
-    parts = [f'"{k}":{html_safe_json(container[k])}' for k in ("image", "command", "args") if container.get(k)]
-    digest = hashlib.sha256(("{" + ",".join(parts) + "}").encode()).hexdigest()
-    assert args[f"implementations-{digest}"] == html_safe_json(container)
+    digest = hashlib.sha256(go_struct_json(container).encode()).hexdigest()
+    assert args[f"implementations-{digest}"] == html_safe_json(go_numbers(container))  # protojson writes 1.0 as 1
     assert "\\u0026" in args[f"implementations-{digest}"] or "&" not in json.dumps(container)
     assert not any(c in "".join(args.values()) for c in "<>&")
     assert json.loads(args[f"components-{digest}"])["executorLabel"] == label
