@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import re
 
-from kfp_ray.postmortem import task_of_node
+from kfp_ray.postmortem import NODE_KEY, task_of_node
 
 RUN_LABEL = "pipeline/runid"
-NODE_KEY = "workflows.argoproj.io/node-name"
 _EXECUTOR = re.compile(r"\.executor(\((\d+)\))?$")
 # An omitted task (an upstream failed: Argo's node phase Omitted) is RUNTIME_STATE_UNSPECIFIED in
 # the API; the CLI says what it means

@@ -39,9 +39,9 @@ def pod(name, **resources):
                                                                  "resources": resources}]}}
 
 
-def refused(v1, body) -> str:
+def refused(v1, body, ns: str = NS) -> str:
     with pytest.raises(ApiException) as exc:
-        v1.create_namespaced_pod(NS, body)
+        v1.create_namespaced_pod(ns, body)
     assert exc.value.status == 403
     return status_of(exc.value)["message"]
 
@@ -69,12 +69,7 @@ def test_a_quota_on_limits_refuses_a_container_that_states_none_where_no_limit_r
     v1 = client.CoreV1Api(_admin(api))
     v1.create_namespaced_resource_quota("sandbox", {"metadata": {"name": "strict"}, "spec": {"hard": {
         "limits.cpu": "4", "limits.memory": "8Gi"}}})
-    assert refused_in(v1, "sandbox", pod("bare")) == (
+    assert refused(v1, pod("bare"), "sandbox") == (
         'pods "bare" is forbidden: failed quota: strict: must specify limits.cpu for: main; limits.memory for: main')
     v1.create_namespaced_pod("sandbox", pod("stated", limits={"cpu": "1", "memory": "1Gi"}))
 
-
-def refused_in(v1, ns, body) -> str:
-    with pytest.raises(ApiException) as exc:
-        v1.create_namespaced_pod(ns, body)
-    return status_of(exc.value)["message"]
