@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml sandbox/pyproject.toml constraints.txt
 	touch $(STAMP)
 
 $(WHEELS): $(STAMP) constraints.txt $(wildcard compiled/*.yaml compiled/components/*.yaml compiled/components/*/*.yaml)
-	$(BIN)/python -m kfp_ray_sandbox.wheelhouse --compiled compiled --constraints constraints.txt --out $(VENV)/wheelhouse
+	$(BIN)/python -m kfp_ray_sandbox.wheelhouse --compiled compiled --constraints constraints.txt --out $(VENV)/wheelhouse --warm
 
 demo: $(STAMP) $(WHEELS)
 	$(BIN)/kfp-ray run xgboost_tune --local

@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -54,7 +55,9 @@ from .proxy import KubeProxy
 from .raynode import free_port
 from .reaper import Watchdog, reap
 from .s3 import S3Server
-from .wheelhouse import IndexServer
+
+if TYPE_CHECKING:
+    from .wheelhouse import IndexServer
 
 DATA = Path(__file__).resolve().parent / "data"
 NAMESPACE = "sandbox"
@@ -211,6 +214,8 @@ class Sandbox:
         self.kubelet.service_account_token = self.auth.service_account_token
         # the DSPA's Route: its oauth-proxy in front of the KFP API server (pipelines_api/)
         self.pipelines_api = PipelinesApi(NAMESPACE, server=self.platform.name)
+        from .wheelhouse import IndexServer  # here: `python -m kfp_ray_sandbox.wheelhouse` imports the package first
+
         self.pip_index = IndexServer().start()  # the wheelhouse the clean task pods install from
         self.engine = Engine(self.pipelines_api.store, _Pods(self), self.s3.client(), workflows=_Workflows(self),
                              pip_index=self.pip_index.url,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -42,6 +43,20 @@ def _install_lines(compiled: Path):
             for executor in executors.values():
                 for part in (executor.get("container") or {}).get("command") or []:
                     yield from _PIP_LINE.findall(part)
+
+
+def install_commands(compiled: Path) -> list[list[str]]:
+    """Each distinct command of the compiled executors that pip-installs (KFP's `sh -c` preamble)."""
+    import yaml
+
+    found: dict[str, list[str]] = {}
+    for path in sorted(compiled.rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            for executor in (((doc or {}).get("deploymentSpec") or {}).get("executors") or {}).values():
+                command = (executor.get("container") or {}).get("command") or []
+                if any("pip install" in part for part in command):
+                    found.setdefault(json.dumps(command), command)
+    return list(found.values())
 
 
 def requirements(compiled: Path) -> list[str]:
@@ -149,6 +164,43 @@ class IndexServer:
         self.httpd.server_close()
 
 
+def warm_installs(compiled: Path, jobs: int = 2) -> list[str]:
+    """Run every compiled install script once, in a clean task layer against the served index,
+    and keep each install (launcher.keep_installs): a node's image cache, filled at set-up
+    rather than by whichever pods of the suite's first runs race to fill it at once. The pods
+    still run their pip, which finds the packages satisfied. Returns the keys installed now."""
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .pipelines_api import launcher
+    from .rayimage import clean_task_image
+
+    server = IndexServer().start()
+    try:
+        image = clean_task_image(server.url)
+        todo = {}
+        for command in install_commands(compiled):
+            key = launcher.install_key(image, command)
+            if key and not (Path(image["installs"]) / key).is_dir():
+                todo.setdefault(key, command)
+
+        def install(command: list[str]) -> None:
+            with tempfile.TemporaryDirectory(prefix="kfp-ray-warm-") as tmp:
+                layer = launcher.make_layer(image, command, into=Path(tmp))
+                # a pod's environment (kubelet: PATH, HOME, TMPDIR), none of this machine's PIP_* settings
+                env = {"PATH": layer.bin + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp,
+                       **layer.env}
+                # the install script alone: its `"$0" "$@"` runs `true`
+                subprocess.run([*command[:3], "true"], env=env, cwd=tmp, check=True, timeout=1800)
+                launcher.keep_installs(image, layer)
+
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            list(pool.map(install, todo.values()))
+        return sorted(todo)
+    finally:
+        server.stop()
+
+
 def main(argv: list[str]) -> int:
     import argparse
 
@@ -156,9 +208,15 @@ def main(argv: list[str]) -> int:
     p.add_argument("--compiled", type=Path, default=Path("compiled"), help="the compiled pipelines and components")
     p.add_argument("--constraints", type=Path, default=Path("constraints.txt"))
     p.add_argument("--out", type=Path, default=ROOT)
+    p.add_argument("--warm", action="store_true", help="also run each compiled install script once and keep its install")
     args = p.parse_args(argv)
     out = build(args.out, args.compiled, args.constraints)
     print(f"wheelhouse: {len(list((out / 'files').iterdir()))} files in {out} (index {out / 'simple'})")
+    if args.warm:
+        if out.resolve() != ROOT.resolve():
+            p.error("--warm needs the venv's own wheelhouse (--out as default): the clean task pods install from it")
+        warmed = warm_installs(args.compiled)
+        print(f"wheelhouse: {len(warmed)} install scripts run and kept for the clean task pods")
     return 0
 
 

@@ -74,8 +74,9 @@ class Layer:
         return str(self.root / "bin")
 
 
-def make_layer(image: dict, command: list[str]) -> Layer:
-    layer = Path(os.environ.get("TMPDIR", "/tmp")) / "image-layer"
+def make_layer(image: dict, command: list[str], into: Path | None = None) -> Layer:
+    """The pod's writable layer, in its TMPDIR (or `into`)."""
+    layer = (into or Path(os.environ.get("TMPDIR", "/tmp"))) / "image-layer"
     subprocess.run([image["python"], "-m", "venv", "--without-pip", str(layer)], check=True)
     site = next((layer / "lib").glob("python*/site-packages"))
     paths, env, cached, key = [image["packages"]], {}, None, ""
