@@ -215,10 +215,20 @@ def default_image() -> str:
     return getattr(constants, "CUDA_PY311_RUNTIME_IMAGE", "") or "quay.io/modh/ray:2.52.1-py311-cu121"
 
 
+# Ray 2.52's drivers import the autoscaler's modules from their log thread when an autoscaler
+# event arrives; racing the main thread's own import of them, that fails with "cannot import
+# name 'DictCount' from partially initialized module" and breaks the Ray Client connection of
+# run_ray_driver (ray-project/ray#63317, fixed after 2.52 by #63410). Ray drivers on the head
+# (the Ray Client server's, the Job API's) then skip those events: the "(autoscaler +Ns)" lines a
+# fixed-size KubeRay cluster has little use for. A user's own value in `env` wins.
+QUIET_AUTOSCALER_EVENTS = ("RAY_SCHEDULER_EVENTS", "0")
+
+
 def build_manifest(spec: ClusterSpec, queue: str, lease_seconds: float = lease.DEFAULT_LEASE_S) -> dict:
     """The RayCluster the CodeFlare SDK builds, plus what the SDK cannot express: the queue
     label it drops when it cannot read LocalQueues, run/task labels, the data connection as
-    envFrom, a node selector for GPU workers, and its lease (lease.py) of lease_seconds."""
+    envFrom, QUIET_AUTOSCALER_EVENTS, a node selector for GPU workers, and its lease (lease.py)
+    of lease_seconds."""
     kube.use_with_codeflare_sdk()
     from codeflare_sdk import Cluster, ClusterConfiguration
     from kubernetes.client import V1Toleration
@@ -251,6 +261,11 @@ def build_manifest(spec: ClusterSpec, queue: str, lease_seconds: float = lease.D
         for tpl in templates:
             for c in tpl["spec"]["containers"]:
                 c.setdefault("envFrom", []).append({"secretRef": {"name": spec.data_connection}})
+    for tpl in templates:
+        for c in tpl["spec"]["containers"]:
+            env = c.setdefault("env", [])
+            if not any(e.get("name") == QUIET_AUTOSCALER_EVENTS[0] for e in env):
+                env.append({"name": QUIET_AUTOSCALER_EVENTS[0], "value": QUIET_AUTOSCALER_EVENTS[1]})
     if spec.node_selector:
         for g in body["spec"].get("workerGroupSpecs", []):
             g["template"]["spec"].setdefault("nodeSelector", {}).update(spec.node_selector)

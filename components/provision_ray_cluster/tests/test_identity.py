@@ -77,3 +77,18 @@ def test_a_retry_adopts_its_own_cluster_and_never_a_siblings(box, sbx, as_pipeli
         cluster.create_or_adopt(_body("shared", "run-8", "41"))
     # teardown still finds every cluster of the run by its run label
     assert sorted(rayclusters.clusters_of_run("sandbox", "run-7")) == sorted([name, "shared"])
+
+
+def test_every_ray_container_quiets_autoscaler_events_unless_the_user_asks_for_them(box, sbx, as_pipeline_runner):
+    """RAY_SCHEDULER_EVENTS=0 on the head and the workers (cluster.QUIET_AUTOSCALER_EVENTS: Ray
+    2.52's import race in a driver's log thread); a value the user gives in `env` is kept."""
+    def env_of(body):
+        templates = [body["spec"]["headGroupSpec"]["template"]] + [g["template"] for g in body["spec"]["workerGroupSpecs"]]
+        return [{e["name"]: e.get("value") for e in c.get("env") or []} for t in templates for c in t["spec"]["containers"]]
+
+    spec = dict(name="quiet", namespace="sandbox", run_id="run-9", task_name="provision-ray-cluster", task_id="1",
+                num_workers=1, head_cpu="500m", head_memory="1Gi")
+    envs = env_of(cluster.build_manifest(cluster.ClusterSpec(**spec), "local-queue-test"))
+    assert len(envs) == 2 and all(e["RAY_SCHEDULER_EVENTS"] == "0" for e in envs), envs
+    envs = env_of(cluster.build_manifest(cluster.ClusterSpec(**spec, env={"RAY_SCHEDULER_EVENTS": "1"}), "local-queue-test"))
+    assert all(e["RAY_SCHEDULER_EVENTS"] == "1" for e in envs), envs
