@@ -261,9 +261,13 @@ def interpreter(minor: str) -> str | None:
 
 
 def _pins() -> list[str]:
-    """The project venv's versions, which the foreign image's Ray and its requirements take."""
-    return sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions()
-                  if d.metadata["Name"] and not (d.read_text("direct_url.json") or "").count('"editable": true'))
+    """The project venv's versions, which the foreign image's Ray and its requirements take: what
+    is installed in its site-packages, never the project's own editable installs, nor an
+    egg-info that a process started in the repository's root sees through its sys.path (the
+    image's key would then differ by working directory, and the suite built it twice)."""
+    site = Path(sysconfig.get_paths()["purelib"]).resolve()
+    return sorted({f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions(path=[str(site)])
+                   if d.metadata["Name"] and not (d.read_text("direct_url.json") or "").count('"editable": true')})
 
 
 @functools.cache

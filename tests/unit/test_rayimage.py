@@ -127,3 +127,14 @@ def test_every_named_image_runs_its_python_and_its_ray_cli():
         assert cli.returncode == 0 and "2.52.1" in cli.stdout, (image, cli.stderr)
         checked[bindir] = expected
     assert len(set(checked.values())) == len(checked)  # one image per Python
+
+
+def test_an_image_of_another_python_has_one_key_wherever_it_is_asked_for(tmp_path):
+    """Its pins (the key of the py312 image) are the venv's installs, the same from the
+    repository's root, whose kfp_ray.egg-info a `python -c` there sees, as from anywhere else."""
+    code = "from kfp_ray_sandbox import rayimage; print(rayimage._pins())"
+    root = Path(__file__).resolve().parents[2]
+    assert (root / "kfp_ray.egg-info").exists() or (root / "sandbox" / "kfp_ray_sandbox.egg-info").exists()
+    seen = [subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, check=True).stdout
+            for cwd in (root, tmp_path)]
+    assert seen[0] == seen[1] and "kfp-ray==" not in seen[0]
