@@ -231,6 +231,7 @@ class Observer:
         self.clusters: dict[str, dict] = {}
         self.usage: list[tuple[float, float]] = []  # (time, admitted CPU)
         self.peak_admitted = 0
+        self.pods: dict[str, dict] = {}  # task pods (driver and executor), by pod name: run, task, kind, times
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="bench-observer")
 
@@ -269,6 +270,7 @@ class Observer:
         for name, c in self.clusters.items():
             if name not in seen and "gone" not in c:
                 c["gone"] = now
+        self._task_pods(now)
         cq = self.api.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", self.queue)
         cpu = 0.0
         for f in (cq.get("status") or {}).get("flavorsReservation") or []:
@@ -280,6 +282,40 @@ class Observer:
         self.peak_admitted = max(self.peak_admitted, int((cq.get("status") or {}).get("reservingWorkloads") or 0))
         if not self.usage or self.usage[-1][1] != cpu:
             self.usage.append((now, cpu))
+
+    def _task_pods(self, now: float) -> None:
+        """Each pipeline task pod (Argo's label pipeline/runid): when first seen (created), Running,
+        and ended; its task and whether it is the task's driver pod or its executor's."""
+        from kfp_ray.pipelines.run_tasks import NODE_KEY, task_of_node
+
+        raw = self.core.list_namespaced_pod(self.ns, label_selector="pipeline/runid", _preload_content=False)
+        for pod in json.loads(raw.data)["items"]:
+            meta, phase = pod["metadata"], (pod.get("status") or {}).get("phase")
+            node = (meta.get("annotations") or {}).get(NODE_KEY, "")
+            last = node.rsplit(".", 1)[-1]  # `<task>-driver`, or `executor` / `executor(N)` under `<task>`
+            kind = "executor" if last.startswith("executor") else "driver"
+            task = task_of_node(node) if kind == "executor" else last.removesuffix("-driver")
+            p = self.pods.setdefault(meta["name"], {"run": meta["labels"]["pipeline/runid"], "task": task,
+                                                    "first_seen": now, "kind": kind})
+            if phase in ("Running", "Succeeded", "Failed") and "running" not in p:
+                p["running"] = now
+            if phase in ("Succeeded", "Failed") and "ended" not in p:
+                p["ended"] = now
+
+    def pod_costs(self, run_id: str) -> dict[str, dict]:
+        """Per task of the run: its driver pod's seconds (created to ended), its executor pod's
+        start (created to Running) and run (Running to ended), summed over its attempts."""
+        out: dict[str, dict] = {}
+        for p in self.pods.values():
+            if p["run"] != run_id or "ended" not in p:
+                continue
+            t = out.setdefault(p["task"], {"driver": 0.0, "executor_start": 0.0, "executor": 0.0})
+            if p["kind"] == "driver":
+                t["driver"] += p["ended"] - p["first_seen"]
+            else:
+                t["executor_start"] += p.get("running", p["ended"]) - p["first_seen"]
+                t["executor"] += p["ended"] - p.get("running", p["ended"])
+        return {k: {m: round(v, 2) for m, v in t.items()} for k, t in sorted(out.items())}
 
     def _job(self, name: str, c: dict) -> None:
         if "head_ip" not in c:

@@ -93,7 +93,7 @@ def pipeline(box, runs: harness.Pipelines, obs: harness.Observer, job: str, para
     time.sleep(0.3)  # the observer's last look
     tasks = runs.tasks(run)
     phases = split(asked, ended, tasks, obs.clusters, runs.runner_requests(asked, ended))
-    return {"status": str(run.state), "wall": round(ended - asked, 2), "phases": phases,
+    return {"status": str(run.state), "wall": round(ended - asked, 2), "phases": phases, "pods": obs.pod_costs(run_id),
             "task_span": round(max(t["end"] or ended for t in tasks.values()) - min(t["start"] for t in tasks.values()), 2)}
 
 
@@ -148,13 +148,39 @@ def summarize(result: dict) -> dict:
         img = harness.median(r["wall"] for r in rows["image"])
         phases = {k: {p: round(harness.median(r["phases"].get(p) for r in rows[k]), 2) for p in PHASES}
                   for k in ("pipeline", "image")}
-        result["jobs"][job] = {**rows, "hand_s": round(hand, 2), "pipeline_s": round(pipe, 2),
+        pods = {k: pod_medians(rows[k]) for k in ("pipeline", "image")}
+        result["jobs"][job] = {**rows, "pods": pods, "hand_s": round(hand, 2), "pipeline_s": round(pipe, 2),
                                "ratio": round(pipe / hand, 3), "overhead_s": round(pipe - hand, 2),
                                "image_s": round(img, 2), "image_ratio": round(img / hand, 3),
                                "image_overhead_s": round(img - hand, 2), "phases": phases,
                                "hand_phases": {k: round(harness.median(r[k] for r in rows["hand"]), 2)
                                                for k in ("stage", "head_start", "job")}}
     return result
+
+
+def pod_medians(rows: list[dict]) -> dict[str, dict]:
+    """Per task, the median over rounds of its pods' seconds (harness.Observer.pod_costs)."""
+    tasks = sorted({t for r in rows for t in r.get("pods") or {}})
+    return {t: {m: round(harness.median(r["pods"][t][m] for r in rows if t in (r.get("pods") or {})), 2)
+                for m in ("driver", "executor_start", "executor")} for t in tasks}
+
+
+def pod_table(job: str, pods: dict) -> list[str]:
+    """What each task's pods cost: its driver pod, its executor pod's start, and its executor's run
+    with KFP's pip at start and with `--image` (no pip); their difference is the pip step."""
+    pipe, img = pods["pipeline"], pods["image"]
+    rows, total = [], [0.0] * 5
+    for task in sorted(set(pipe) | set(img)):
+        p, i = pipe.get(task, {}), img.get(task, {})
+        vals = [p.get("driver", 0), p.get("executor_start", 0), p.get("executor", 0), i.get("executor", 0),
+                round(p.get("executor", 0) - i.get("executor", 0), 2)]
+        total = [a + b for a, b in zip(total, vals, strict=True)]
+        rows.append([task, *vals])
+    rows.append(["all tasks", *[round(v, 2) for v in total]])
+    return [f"Per-task pod cost, {job} (median seconds; pods seen by the observer's 0.1 s polls; `root` is the "
+            "run's root driver; an exit task's executor runs to its end, a follow's for the job's length):", "",
+            harness.table(["task", "driver pod", "executor start", "executor (pip)", "executor (--image)",
+                           "pip at start"], rows), ""]
 
 
 def render(result: dict) -> str:
@@ -171,7 +197,10 @@ def render(result: dict) -> str:
     cols = [(j, k) for j in result["jobs"] for k in ("pipeline", "image")]
     lines += [harness.table(["phase", *[f"{j} {k}" for j, k in cols]],
                             [[p, *[result["jobs"][j]["phases"][k][p] for j, k in cols]] for p in PHASES])]
-    lines += ["", "By hand: " + "; ".join(f"{j}: " + ", ".join(f"{k} {v:.2f} s" for k, v in result["jobs"][j]["hand_phases"].items())
+    lines += [""]
+    for job, j in result["jobs"].items():
+        lines += pod_table(job, j["pods"])
+    lines += ["By hand: " + "; ".join(f"{j}: " + ", ".join(f"{k} {v:.2f} s" for k, v in result["jobs"][j]["hand_phases"].items())
                                          for j in result["jobs"])]
     return "\n".join(lines)
 

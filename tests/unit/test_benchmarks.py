@@ -36,3 +36,33 @@ def test_api_cost_counts_each_phase_of_the_clusters_life_by_verb():
     assert cost["queued"] == {"seconds": 1.0, "requests": 2, "verbs": {"create": 1, "get": 1}}
     assert cost["starting"]["requests"] == 2 and cost["running"]["verbs"] == {"patch": 1, "get": 1}
     assert cost["per_cluster_minute"] == 7.0  # the delete request itself included: 7 in one minute
+
+
+def test_task_pod_costs_split_driver_and_executor_and_sum_a_tasks_attempts():
+    import json
+    from types import SimpleNamespace
+
+    wf = "wf-1.root.exit-handler-1"
+    pods = {  # name -> (Argo's node name, first seen, Running, ended)
+        "d1": (f"{wf}.follow-ray-job-driver", 10.0, 10.1, 10.6),
+        "e1": (f"{wf}.follow-ray-job.executor", 11.0, 11.5, 20.0),
+        "e2": (f"{wf}.follow-ray-job.executor(1)", 21.0, 21.4, 25.0),  # KFP's retry: the same task
+        "r": ("wf-1.root-driver", 9.0, 9.1, 9.4),
+        "t": (f"{wf}.teardown-ray-cluster.executor", 30.0, 30.2, None),  # still running: not counted
+    }
+    items = [{"metadata": {"name": n, "labels": {"pipeline/runid": "r1"},
+                           "annotations": {"workflows.argoproj.io/node-name": node}}, "status": {"phase": "Pending"}}
+             for n, (node, *_) in pods.items()]
+    obs = harness.Observer.__new__(harness.Observer)  # its pod bookkeeping alone, on a canned listing
+    obs.ns, obs.pods = "ns", {}
+    obs.core = SimpleNamespace(list_namespaced_pod=lambda *a, **kw: SimpleNamespace(data=json.dumps({"items": items})))
+    obs._task_pods(0.0)
+    assert {n: (p["task"], p["kind"]) for n, p in obs.pods.items()} == {
+        "d1": ("follow-ray-job", "driver"), "e1": ("follow-ray-job", "executor"), "e2": ("follow-ray-job", "executor"),
+        "r": ("root", "driver"), "t": ("teardown-ray-cluster", "executor")}
+    for n, (_, first, running, ended) in pods.items():  # as the polls would have seen them
+        obs.pods[n] |= {"first_seen": first, "running": running, **({"ended": ended} if ended else {})}
+    assert obs.pod_costs("r1") == {
+        "follow-ray-job": {"driver": 0.6, "executor_start": 0.9, "executor": 12.1},
+        "root": {"driver": 0.4, "executor_start": 0.0, "executor": 0.0}}
+    assert obs.pod_costs("r2") == {}
