@@ -169,11 +169,13 @@ class Execution:
     tasks: dict = field(default_factory=dict)  # the API's task table (task_report), by Argo pod name
     errors: list = field(default_factory=list)  # why tasks failed, first first (the exit handler's final status)
 
-    def halted(self, node: Node) -> bool:
+    def halted(self, node: Node | None = None) -> bool:
         """Whether `node` may no longer run: the run was deleted, its Workflow is in Error (for
         its size: nothing more runs, not even the exit handler), or it was terminated and the
-        node is not its exit task (which still runs after a terminate)."""
-        return self.deleted.is_set() or self.broken() or (self.canceling.is_set() and not dag.is_exit_task(node.spec))
+        node is not its exit task (which still runs after a terminate). With no node (a driver
+        pod's wait), a terminate halts it too."""
+        exempt = node is not None and dag.is_exit_task(node.spec)
+        return self.deleted.is_set() or self.broken() or (self.canceling.is_set() and not exempt)
 
     def broken(self) -> bool:
         return self.record.error is not None
@@ -613,13 +615,10 @@ class Engine:
             return re.sub(r"\{\{([^{}]+)\}\}", lambda m: str(values.get(m.group(1).strip(), m.group(0))), text)
 
         name = argo_status.pod_name(ex.workflow, node["name"], node["templateName"])
-        spec = {"serviceAccountName": ex.run.get("service_account") or RUNNER_ACCOUNT, "restartPolicy": "Never",
-                "terminationGracePeriodSeconds": DEFAULT_GRACE_S,
-                "containers": [{"name": "main", "image": c.get("image", ""),
-                                "command": [sys.executable, "-I", "-S", str(DRIVER)],
-                                "args": [resolve(a) for a in c.get("args") or []],
-                                "env": [{"name": e["name"], "value": resolve(e.get("value", ""))} for e in c.get("env") or []],
-                                **({"resources": c["resources"]} if c.get("resources") else {})}]}
+        spec = self._pod_spec(ex, {"image": c.get("image", ""), "command": [sys.executable, "-I", "-S", str(DRIVER)],
+                                   "args": [resolve(a) for a in c.get("args") or []],
+                                   "env": [{"name": e["name"], "value": resolve(e.get("value", ""))} for e in c.get("env") or []],
+                                   **({"resources": c["resources"]} if c.get("resources") else {})})
         meta = self._pod_meta(ex, name, node["name"], {})
         pod, refused = self._create_refusable(ex, None, node["name"],
                                               lambda: self.pods.create({"apiVersion": "v1", "kind": "Pod",
@@ -632,6 +631,13 @@ class Engine:
         if phase == "Succeeded":
             return ""
         return "Step exceeded its deadline" if ex.canceling.is_set() or ex.deleted.is_set() else self._pod_failure(name, ended)
+
+    @staticmethod
+    def _pod_spec(ex: Execution, container: dict) -> dict:
+        """A pod of the run as Argo makes it: one `main` container, the run's service account,
+        never restarted (a retry is a new pod), Argo's termination grace."""
+        return {"serviceAccountName": ex.run.get("service_account") or RUNNER_ACCOUNT, "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": DEFAULT_GRACE_S, "containers": [{"name": "main", **container}]}
 
     def _pod_meta(self, ex: Execution, name: str, node_name: str, meta: dict) -> dict:
         """A pod of the run as Argo makes it: its labels and node annotations, the Workflow as owner."""
@@ -665,7 +671,7 @@ class Engine:
                     return None, why
                 ex.record.pending(node_name, why)
             ex.deleted.wait(wait)  # (a terminate is seen within one wait: an exit task still waits for room)
-            if ex.halted(node) if node is not None else (ex.deleted.is_set() or ex.broken() or ex.canceling.is_set()):
+            if ex.halted(node):
                 return None, "Step exceeded its deadline"
             wait = min(wait * 1.5, QUOTA_RETRY_S[1])
 
@@ -685,13 +691,9 @@ class Engine:
         given = config.get("podMetadata") or {}
         meta = self._pod_meta(ex, argo_name, ex.record.pod_node(argo_name),
                               {**given, "labels": {**(given.get("labels") or {}), "pipelines.kubeflow.org/v2_component": "true"}})
-        spec = {"serviceAccountName": ex.run.get("service_account") or RUNNER_ACCOUNT, "restartPolicy": "Never",
-                "terminationGracePeriodSeconds": DEFAULT_GRACE_S,
-                "containers": [{"name": "main", "image": container.get("image", ""),
-                                "command": [sys.executable, "-I", str(LAUNCHER), *argv],
-                                "args": component_command(container),
-                                "resources": component_resources(container),
-                                "env": env}]}
+        spec = self._pod_spec(ex, {"image": container.get("image", ""), "command": [sys.executable, "-I", str(LAUNCHER), *argv],
+                                   "args": component_command(container), "resources": component_resources(container),
+                                   "env": env})
         if config.get("tolerations"):
             spec["tolerations"] = [{k: v for k, v in t.items() if k in ("key", "operator", "value", "effect", "tolerationSeconds")}
                                    for t in config["tolerations"]]

@@ -31,12 +31,13 @@ def test_a_job_without_its_requirements_fails_with_the_import_error_in_the_task_
 
 
 def test_a_job_that_writes_no_results_json_still_succeeds_and_reports_what_it_printed(tmp_path):
-    """Any existing training script: no results.json, metrics printed as KFP_RAY_METRICS lines."""
+    """Any existing training script: no results.json, metrics printed as KFP_RAY_METRICS lines. On
+    RHOAI 2.25: the generic pipeline's 3.3 run is test_run_local's."""
     script = r"""print('epoch 1 done'); print('KFP_RAY_METRICS {\"loss\": 0.125, \"epochs\": 1}')"""  # in sh's "..."
     run = run_cli("ray_training", f'entrypoint=python -c "{script}"', "num_workers=0", "head_memory=2Gi",
-                  keep=tmp_path / "out")
+                  keep=tmp_path / "out", platform="rhoai-2.25")
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "ray_training: SUCCEEDED" in run.stdout
+    assert "ray_training: SUCCEEDED" in run.stdout and "platform: rhoai-2.25 " in run.stdout
     assert summary_metrics(run.stdout)["loss"] == 0.125
     report = next((tmp_path / "out").glob("**/publish-training-results/*/report")).read_text()
     assert "wrote no `results.json`" in report and "| loss | 0.125 |" in report

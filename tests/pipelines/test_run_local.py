@@ -16,8 +16,8 @@ pytestmark = pytest.mark.ray
 
 
 def test_xgboost_tune_through_the_cli(tmp_path):
-    """On RHOAI 3.3. (2.25 through the CLI: test_interactive_train's 2.25 run, which also
-    uploads the `compile --rhoai 2.25` YAML; test_codeflare_sdk and test_rayjob play 2.25 too.)"""
+    """On RHOAI 3.3. (2.25 through the CLI, each with the `compile --rhoai 2.25` YAML: xgboost_tune
+    in test_run_rayjob, ray_training in test_job_contract, interactive_train in its own test.)"""
     platform, samples = "rhoai-3.3", 4
     run = run_cli("xgboost_tune", f"samples={samples}", "concurrent_trials=2", keep=tmp_path / "out", platform=platform)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]

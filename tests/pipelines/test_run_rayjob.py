@@ -26,11 +26,14 @@ def ran_as_rayjob(out: str) -> None:
 
 
 def test_xgboost_tune_as_a_rayjob(tmp_path):
+    """On RHOAI 2.25 (the `compile --rhoai 2.25` YAML, the CodeFlare operator's cluster): xgboost_tune's
+    3.3 run is test_run_local's, so each shipped pipeline runs green on both releases."""
     run = run_cli("xgboost_tune", "samples=2", "concurrent_trials=2", "num_workers=0", "head_cpu=2", "lifecycle=rayjob",
-                  keep=tmp_path / "out")
+                  keep=tmp_path / "out", platform="rhoai-2.25")
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     out = run.stdout
     ran_as_rayjob(out)
+    assert "platform: rhoai-2.25 " in out and "strip-optional" in out
     assert "admitted by Kueue" in out and "waiting for KubeRay's submitter to submit" in out
     m = summary_metrics(out)
     assert m["accuracy"] > 0.85 and m["trials"] == 2

@@ -548,12 +548,19 @@ def test_a_recurring_run_fires_on_its_period_one_run_at_a_time(box, kfp_client, 
 @pytest.mark.parametrize("name, arguments, outputs", [
     ("kfp_ray_gc", {}, None),
 ])
-def test_a_compiled_pipeline_runs_green_through_the_server(box, sbx, kfp_client, name, arguments, outputs):
-    """As uploaded from compiled/: the data connection reaches its tasks only through the
-    YAML's kfp-kubernetes settings, the queue is the namespace's, the identity the runner's."""
-    from kfp_ray.pipelines import registry
+@helpers.on_platforms("rhoai-3.3", "rhoai-2.25")
+def test_a_compiled_pipeline_runs_green_through_the_server(box, sbx, kfp_client, name, arguments, outputs, tmp_path):
+    """As uploaded from compiled/ (for RHOAI 2.x as `compile --rhoai 2.25` rewrites it): the data
+    connection reaches its tasks only through the YAML's kfp-kubernetes settings, the queue is the
+    namespace's, the identity the runner's."""
+    from kfp_ray.pipelines import compat, registry
 
     path = str(registry.compiled_path(name))
+    todo = compat.needs(compat.parse_version(box.platform.rhoai), "")
+    if todo:
+        rewritten = tmp_path / f"{name}.yaml"
+        rewritten.write_text(compat.rewrite(open(path).read(), todo))
+        path = str(rewritten)
     if "local_queue" in open(path).read():
         arguments = {"local_queue": box.info["local_queue"], **arguments}
     pipeline = kfp_client.upload_pipeline(path, pipeline_name=f"green-{name}")
