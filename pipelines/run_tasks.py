@@ -8,6 +8,7 @@ pod. No detail names its pod or says why it failed: a task's pods are found by t
 
 from __future__ import annotations
 
+import json
 import re
 
 from kfp_ray.postmortem import NODE_KEY, task_of_node
@@ -28,14 +29,17 @@ def states(run) -> dict[str, str]:
 
 
 def executor_pods(core, namespace: str, run_id: str) -> dict[str, list[str]]:
-    """Each task's executor pods, first attempt first (`core`: a kubernetes CoreV1Api)."""
+    """Each task's executor pods, first attempt first (`core`: a kubernetes CoreV1Api). The
+    listing is read as JSON: follow calls this on every poll, and the client's models cost it
+    more CPU than the rest of its loop."""
     found: dict[str, list[tuple[int, str]]] = {}
-    for pod in core.list_namespaced_pod(namespace, label_selector=f"{RUN_LABEL}={run_id}",
-                                        _request_timeout=30).items:
-        node = (pod.metadata.annotations or {}).get(NODE_KEY, "")
+    raw = core.list_namespaced_pod(namespace, label_selector=f"{RUN_LABEL}={run_id}", _request_timeout=30,
+                                   _preload_content=False)
+    for pod in json.loads(raw.data)["items"]:
+        node = (pod["metadata"].get("annotations") or {}).get(NODE_KEY, "")
         m = _EXECUTOR.search(node)
         if m:
-            found.setdefault(task_of_node(node), []).append((int(m.group(2) or 0), pod.metadata.name))
+            found.setdefault(task_of_node(node), []).append((int(m.group(2) or 0), pod["metadata"]["name"]))
     return {task: [name for _, name in sorted(pods)] for task, pods in found.items()}
 
 
