@@ -33,29 +33,29 @@ class MissingWheelhouse(RuntimeError):
     pass
 
 
-def _install_lines(compiled: Path):
-    """The `pip install` arguments of every executor's command in the compiled YAML files."""
+def _executor_commands(compiled: Path):
+    """The command of every executor in the compiled YAML files."""
     import yaml
 
     for path in sorted(compiled.rglob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
-            executors = ((doc or {}).get("deploymentSpec") or {}).get("executors") or {}
-            for executor in executors.values():
-                for part in (executor.get("container") or {}).get("command") or []:
-                    yield from _PIP_LINE.findall(part)
+            for executor in (((doc or {}).get("deploymentSpec") or {}).get("executors") or {}).values():
+                yield (executor.get("container") or {}).get("command") or []
+
+
+def _install_lines(compiled: Path):
+    """The `pip install` arguments of every executor's command in the compiled YAML files."""
+    for command in _executor_commands(compiled):
+        for part in command:
+            yield from _PIP_LINE.findall(part)
 
 
 def install_commands(compiled: Path) -> list[list[str]]:
     """Each distinct command of the compiled executors that pip-installs (KFP's `sh -c` preamble)."""
-    import yaml
-
     found: dict[str, list[str]] = {}
-    for path in sorted(compiled.rglob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            for executor in (((doc or {}).get("deploymentSpec") or {}).get("executors") or {}).values():
-                command = (executor.get("container") or {}).get("command") or []
-                if any("pip install" in part for part in command):
-                    found.setdefault(json.dumps(command), command)
+    for command in _executor_commands(compiled):
+        if any("pip install" in part for part in command):
+            found.setdefault(json.dumps(command), command)
     return list(found.values())
 
 
@@ -188,8 +188,7 @@ def warm_installs(compiled: Path, jobs: int = 2) -> list[str]:
             with tempfile.TemporaryDirectory(prefix="kfp-ray-warm-") as tmp:
                 layer = launcher.make_layer(image, command, into=Path(tmp))
                 # a pod's environment (kubelet: PATH, HOME, TMPDIR), none of this machine's PIP_* settings
-                env = {"PATH": layer.bin + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp,
-                       **layer.env}
+                env = layer.environ({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp})
                 # the install script alone: its `"$0" "$@"` runs `true`
                 subprocess.run([*command[:3], "true"], env=env, cwd=tmp, check=True, timeout=1800)
                 launcher.keep_installs(image, layer)

@@ -257,15 +257,12 @@ def build_manifest(spec: ClusterSpec, queue: str, lease_seconds: float = lease.D
     meta.setdefault("annotations", {}).update({lease.RUN_ID_ANNOTATION: spec.run_id, TASK_LABEL: spec.identity})
     lease.stamp(body, lease_seconds)
     templates = [body["spec"]["headGroupSpec"]["template"]] + [g["template"] for g in body["spec"].get("workerGroupSpecs", [])]
-    if spec.data_connection:
-        for tpl in templates:
-            for c in tpl["spec"]["containers"]:
-                c.setdefault("envFrom", []).append({"secretRef": {"name": spec.data_connection}})
-    for tpl in templates:
-        for c in tpl["spec"]["containers"]:
-            env = c.setdefault("env", [])
-            if not any(e.get("name") == QUIET_AUTOSCALER_EVENTS[0] for e in env):
-                env.append({"name": QUIET_AUTOSCALER_EVENTS[0], "value": QUIET_AUTOSCALER_EVENTS[1]})
+    for c in (c for tpl in templates for c in tpl["spec"]["containers"]):
+        if spec.data_connection:
+            c.setdefault("envFrom", []).append({"secretRef": {"name": spec.data_connection}})
+        env = c.setdefault("env", [])
+        if not any(e.get("name") == QUIET_AUTOSCALER_EVENTS[0] for e in env):
+            env.append({"name": QUIET_AUTOSCALER_EVENTS[0], "value": QUIET_AUTOSCALER_EVENTS[1]})
     if spec.node_selector:
         for g in body["spec"].get("workerGroupSpecs", []):
             g["template"]["spec"].setdefault("nodeSelector", {}).update(spec.node_selector)

@@ -73,6 +73,10 @@ class Layer:
     def bin(self) -> str:
         return str(self.root / "bin")
 
+    def environ(self, base: dict) -> dict:
+        """`base` (the pod's environment) with what the image adds, its bin first on PATH."""
+        return {**base, **self.env, "PATH": self.bin + os.pathsep + base.get("PATH", "")}
+
 
 def make_layer(image: dict, command: list[str], into: Path | None = None) -> Layer:
     """The pod's writable layer, in its TMPDIR (or `into`)."""
@@ -257,10 +261,8 @@ def main() -> int:
                       aws_secret_access_key=creds["KFP_LAUNCHER_S3_SECRET_KEY"], region_name="us-east-1",
                       config=Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 5, "mode": "standard"}))
     executor_input = json.loads(flags["executor_input"])
-    env = dict(os.environ)
     layer = make_layer(spec["image"], command)
-    env.update(layer.env)
-    env["PATH"] = layer.bin + os.pathsep + env.get("PATH", "")
+    env = layer.environ(dict(os.environ))
     download_inputs(s3, executor_input)
     prepare_outputs(executor_input)
     sys.stdout.flush()
