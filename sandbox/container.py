@@ -53,6 +53,12 @@ exec "$@"
 """
 
 
+def base_env(tmp: str) -> dict[str, str]:
+    """What every container's process has before its own env: the machine's PATH, and its own
+    temp dir as HOME and TMPDIR (none of this machine's other settings, PIP_* included)."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp}
+
+
 class ContainerProcess(PodProcess):
     def __init__(self, name: str, root: Path, command: list[str], env: dict[str, str], *,
                  service_account: dict[str, bytes] | None = None, workdir: str = "", hosts: str = ""):
@@ -92,7 +98,7 @@ class ContainerProcess(PodProcess):
     def start(self) -> None:
         with open(self.log_path, "ab") as log:
             tmp = str(self.temp_dir / "tmp")
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp, **self.env}
+            env = {**base_env(tmp), **self.env}
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=env, start_new_session=True, cwd=self.workdir or str(self.temp_dir / "tmp"))
         self._record(pgid=self.proc.pid)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -172,6 +171,7 @@ def warm_installs(compiled: Path, jobs: int = 2) -> list[str]:
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
+    from .container import base_env
     from .pipelines_api import launcher
     from .rayimage import clean_task_image
 
@@ -187,8 +187,7 @@ def warm_installs(compiled: Path, jobs: int = 2) -> list[str]:
         def install(command: list[str]) -> None:
             with tempfile.TemporaryDirectory(prefix="kfp-ray-warm-") as tmp:
                 layer = launcher.make_layer(image, command, into=Path(tmp))
-                # a pod's environment (kubelet: PATH, HOME, TMPDIR), none of this machine's PIP_* settings
-                env = layer.environ({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp})
+                env = layer.environ(base_env(tmp))  # a pod's environment: none of this machine's PIP_* settings
                 # the install script alone: its `"$0" "$@"` runs `true`
                 subprocess.run([*command[:3], "true"], env=env, cwd=tmp, check=True, timeout=1800)
                 launcher.keep_installs(image, layer)

@@ -1098,7 +1098,9 @@ class Kubelet(Controller):
         if node is None or spec is None or (container != containers[0].get("name") and isinstance(node, RayNode)):
             raise LookupError(container)  # a sidecar the sandbox runs no process for
         tmp = str(node.temp_dir / "tmp")
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "TMPDIR": tmp, **node.env}
+        from ..container import base_env
+
+        env = {**base_env(tmp), **node.env}
         return env, spec.get("workingDir") or tmp, _enter_mounts(node)
 
     def pod_pids(self, namespace: str, name: str) -> list[int] | None:
