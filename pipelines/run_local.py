@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import connection, registry
+from . import connection, local_code, registry
 from .cli_args import UsageError, need_pipeline, parse_params, pipeline_inputs
 from .connection import Connection
 from .queue_default import with_default_queue
@@ -49,6 +49,7 @@ def cmd_run(args) -> int:
         raise UsageError(f"{compiled} is missing: run `kfp-ray compile` first")
     inputs = pipeline_inputs(args.name)
     params = parse_params(args.name, args.param or [], inputs)
+    local_code.local_dirs(params)  # a local path that is no directory: refused before the sandbox starts
     from kfp_ray_sandbox import Sandbox
     from kfp_ray_sandbox.reaper import owned_tempdir, sigterm_as_interrupt
 
@@ -89,6 +90,8 @@ def _run(args, box, compiled: Path, params: dict, inputs: dict, started: float) 
     sbx = SandboxClient(box.info)
     # the user's credentials (the sandbox's admin) find the default queue pipeline-runner cannot
     params = with_default_queue(params, inputs, box.info["namespace"], sbx.api_client())
+    if local_code.local_dirs(params):
+        params = local_code.upload(params, sbx.s3(), box.info["s3_bucket"])
     conn = Connection(box.info["pipelines_api"], sbx.token(), box.info["ca_file"], "the sandbox")
     connection.check(conn)
     client = conn.client()

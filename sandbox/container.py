@@ -13,6 +13,11 @@ sandbox's kubelet, with what a container has in a pod.
   /tmp/kfp_outputs (the KFP launcher's output files), empty at start, and its own temp
   dir as TMPDIR and HOME (not mounted over /tmp: the sandbox's "image", the Python that runs
   the command, may itself live under /tmp, as a checkout there does).
+- none of this machine's files that a container's image would not have: an empty tmpfs covers
+  /tmp, the directory the checkout sits in and the machine's HOME (`hidden_paths`), keeping
+  only the image (the venv the sandbox's images live in, the base interpreter, the sandbox's
+  own launcher) and the pod's temp dir. So a host path given as a task's input (a working_dir)
+  fails in the pod as it fails on a cluster, and a task cannot read the checkout's code.
 The paths are bind mounts in a private mount namespace (`unshare --mount`, root only, as the
 sandbox's Ray workers get theirs): other processes on the machine never see them. Making them
 leaves empty directories of those names on the machine (mount points), the one trace of a pod.
@@ -27,8 +32,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from .raynode import PodProcess, private_mounts_available, stop_container
@@ -38,19 +45,44 @@ ARTIFACT_MOUNTS = ("/s3", "/minio", "/gcs")
 # the KFP launcher's fixed paths for output parameters and the executor's output metadata
 LAUNCHER_MOUNTS = ("/tmp/kfp", "/tmp/kfp_outputs")
 
-_MOUNT_SCRIPT = """
-set -e
-root="$1"; shift
-for target in "$@"; do
-  [ "$target" = "--" ] && break
-  mkdir -p "$target"
-  mount --bind "$root$target" "$target"
-  shift
-done
-shift
-if [ -f "$root/hosts" ]; then mount --bind "$root/hosts" /etc/hosts; fi
-exec "$@"
-"""
+SYSTEM_DIRS = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/dev", "/proc", "/sys", "/run", "/var", "/opt")
+
+
+def hidden_paths() -> list[str]:
+    """The machine's directories a pod must not see: /tmp, the directory that holds the checkout
+    (its siblings too: ../shared), the machine's HOME; none inside another, no system directory."""
+    checkout = Path(__file__).resolve().parents[1]
+    found = ["/tmp", str(checkout.parent), os.path.expanduser("~")]
+    found = [p for p in dict.fromkeys(os.path.realpath(p) for p in found) if p not in SYSTEM_DIRS]
+    return [p for p in found if not any(p != q and Path(p).is_relative_to(q) for q in found)]
+
+
+def kept_paths() -> list[str]:
+    """What a pod's image is made of here: the venv (the sandbox's images and its launcher's
+    Python live in it), the base interpreter, the sandbox's own source (its launcher)."""
+    return [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, Path(__file__).resolve().parent)]
+
+
+def mount_script(root: Path, mounts: list[str], hide: list[str], keep: list[str], hosts: bool) -> str:
+    """The shell run in the pod's new mount namespace before its command: each hidden path
+    becomes a fresh tmpfs holding only the kept paths under it (staged in the pod's temp dir,
+    then moved over it, as switch_root moves a new root), then the pod's own paths are bound."""
+    q = shlex.quote
+    lines = ["set -e"]
+    for i, path in enumerate(hide):
+        stage = f"{root}/.hide{i}"
+        lines += [f"mkdir -p {q(stage)}",
+                  f"mount -t tmpfs -o mode={'1777' if path == '/tmp' else '755'} tmpfs {q(stage)}"]
+        for kept in [str(root), *keep]:
+            if kept != path and Path(kept).is_relative_to(path):
+                at = f"{stage}/{Path(kept).relative_to(path)}"
+                lines += [f"mkdir -p {q(at)}", f"mount --bind {q(kept)} {q(at)}"]
+        lines.append(f"mount --move {q(stage)} {q(path)}")
+    for target in mounts:
+        lines += [f"mkdir -p {q(target)}", f"mount --bind {q(str(root) + target)} {q(target)}"]
+    if hosts:
+        lines.append(f"mount --bind {q(str(root / 'hosts'))} /etc/hosts")
+    return "\n".join([*lines, 'exec "$@"', ""])
 
 
 def base_env(tmp: str) -> dict[str, str]:
@@ -92,8 +124,8 @@ class ContainerProcess(PodProcess):
         if not private_mounts_available():
             raise OSError("the sandbox cannot make private mount namespaces (needs root and unshare): "
                           "a pipeline task's pod needs its own /s3 and service account paths")
-        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", _MOUNT_SCRIPT, "sh",
-                str(self.temp_dir), *self.mounts, "--", *self.command_line]
+        script = mount_script(self.temp_dir, self.mounts, hidden_paths(), kept_paths(), (self.temp_dir / "hosts").exists())
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *self.command_line]
 
     def start(self) -> None:
         with open(self.log_path, "ab") as log:

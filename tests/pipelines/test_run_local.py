@@ -46,14 +46,16 @@ def test_xgboost_tune_through_the_cli(tmp_path):
 
 
 def test_generic_ray_training_through_the_cli(tmp_path):
-    """The generic pipeline with your code: here a local directory (the task runs on this
-    machine); on a cluster an s3:// prefix or an https zip (see the submit_ray_job tests)."""
+    """The generic pipeline with your code in a directory of this machine: a task's pod cannot see
+    it (as on a cluster), so `run --local` uploads it to the sandbox's S3 and the run gets its
+    s3:// prefix; on a cluster you give that prefix or an https zip (see the submit_ray_job tests)."""
     run = run_cli("ray_training", "entrypoint=python xgboost_tune.py --samples 2 --concurrent 2 --rounds 30",
                   f"working_dir={ROOT / 'pipelines' / 'jobs'}", "dataset=breast_cancer", "head_memory=2Gi",
                   "worker_memory=2Gi", "worker_cpu=2", 'requirements=["xgboost-cpu==3.2.0", "boto3==1.44.5"]',
                   keep=tmp_path / "out")
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     out = run.stdout
+    assert re.search(r"==> working_dir \S+/pipelines/jobs: \d+ files \(\d+ KiB\) uploaded to s3://kfp-ray/code/[0-9a-f]{16}/", out)
     assert summary_metrics(out)["accuracy"] > 0.85
     assert re.search(r"model: s3://kfp-ray/runs/\S+/model/model.json", out)
     assert re.search(r"results: s3://kfp-ray/runs/\S+/results.json", out)

@@ -22,6 +22,8 @@ pods = json.load(urllib.request.urlopen(req, context=ctx, timeout=10))
 os.makedirs("/s3/bucket", exist_ok=True)
 open("/s3/bucket/x", "w").write("mine")
 print("pods", len(pods["items"]), "secret", os.environ["KEY"] == os.environ["EXPECTED"], "s3", os.listdir("/s3"))
+# none of the machine's files: the checkout, a host temp file, /tmp's other entries (an image has none of them)
+print("host", [p for p in os.environ["HOST_PATHS"].split(":") if os.path.exists(p)], "tmp", sorted(os.listdir("/tmp")))
 sys.exit(int(os.environ.get("EXIT", "0")))
 """
 
@@ -74,14 +76,28 @@ class Pods:
         raise AssertionError(f"pod {name} never reached {phases}: {p.get('status') if p else None}")
 
 
-def test_a_task_pod_runs_as_its_service_account_with_its_secrets(box):
+def test_a_task_pod_runs_as_its_service_account_with_its_secrets(box, tmp_path):
+    from pathlib import Path
+
     pods = Pods(box)
     secret = {"secretKeyRef": {"name": box.info["data_connection"], "key": "AWS_S3_BUCKET"}}
-    pods.create(pod("probe-ok", PROBE, {"KEY": secret, "EXPECTED": box.info["s3_bucket"]}))
+    checkout = Path(__file__).resolve().parents[2]
+    (tmp_path / "host-file").write_text("the machine's")
+    host = ":".join(map(str, (checkout / "README.md", checkout / "pipelines" / "jobs", tmp_path / "host-file")))
+    pods.create(pod("probe-ok", PROBE, {"KEY": secret, "EXPECTED": box.info["s3_bucket"], "HOST_PATHS": host}))
     done = pods.wait_phase("probe-ok", ("Succeeded", "Failed"))
     log = pods.log("probe-ok")
     assert done["status"]["phase"] == "Succeeded", log
     assert "secret True" in log and "s3 ['bucket']" in log and "pods " in log
+    # its /tmp: the KFP launcher's two paths, its own temp dir (TMPDIR, HOME) and, for a checkout
+    # under /tmp, the way to the image (the venv) only
+    from kfp_ray_sandbox.container import kept_paths
+
+    assert "host []" in log, log
+    tmp = set(eval(log.split(" tmp ", 1)[1].splitlines()[0]))  # noqa: S307 - a list the probe printed
+    image = {Path(k).relative_to("/tmp").parts[0] for k in kept_paths() if Path(k).is_relative_to("/tmp")}
+    assert {"kfp", "kfp_outputs"} <= tmp and {t for t in tmp - image if not t.startswith("kc-")} == {"kfp", "kfp_outputs"}
+    assert len([t for t in tmp if t.startswith("kc-")]) == 1, tmp
     assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     import os
 
