@@ -52,7 +52,7 @@ def rewrite(text: str, todo: list[str], data_connection: str = "") -> str:
     """The compiled YAML (pipeline spec, then platform spec), rewritten as `todo` says."""
     import yaml
 
-    docs = list(yaml.safe_load_all(text))
+    docs = list(yaml.load_all(text, Loader=yaml.CSafeLoader))
     for doc in docs:
         _walk(doc, todo, data_connection)
     if "fix-secret-name" in todo:

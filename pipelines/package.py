@@ -98,7 +98,7 @@ def read(path: Path, option: str) -> dict:
 
     try:
         with open(path) as fh:
-            spec = next(yaml.safe_load_all(fh), None)
+            spec = next(yaml.load_all(fh, Loader=yaml.CSafeLoader), None)  # libyaml: 8x the pure-Python loader
     except OSError as exc:
         raise UsageError(f"{option} {path}: cannot read it ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:

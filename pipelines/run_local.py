@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from . import connection, local_code, registry
-from .cli_args import UsageError, need_pipeline, parse_params, pipeline_inputs
+from .cli_args import UsageError, need_pipeline, parse_params
 from .connection import Connection
 from .queue_default import with_default_queue
 
@@ -47,7 +47,10 @@ def cmd_run(args) -> int:
     compiled = registry.compiled_path(args.name)
     if not compiled.exists():
         raise UsageError(f"{compiled} is missing: run `kfp-ray compile` first")
-    inputs = pipeline_inputs(args.name)
+    from .package import Package, read
+
+    pkg = Package(args.name, compiled, read(compiled, "compiled/"))
+    inputs = pkg.inputs()
     params = parse_params(args.name, args.param or [], inputs)
     local_code.local_dirs(params)  # a local path that is no directory: refused before the sandbox starts
     from kfp_ray_sandbox import Sandbox
@@ -62,7 +65,8 @@ def cmd_run(args) -> int:
     # SIGTERM unwinds like Ctrl-C; the sandbox's watchdog stops its pods (the tasks, the Ray
     # nodes) and removes its temp dirs if this process dies however it dies
     with sigterm_as_interrupt(), Sandbox(platform=plat.name) as box, owned_tempdir(box.watchdog) as tmp:
-        return _run(args, box, _for_release(compiled, plat.rhoai, Path(tmp)), params, inputs, started)
+        return _run(args, box, _for_release(compiled, plat.rhoai, Path(tmp)), pkg.spec["pipelineInfo"]["name"], params,
+                    inputs, started)
 
 
 def _for_release(compiled: Path, rhoai: str, tmp: Path) -> Path:
@@ -79,7 +83,8 @@ def _for_release(compiled: Path, rhoai: str, tmp: Path) -> Path:
     return out
 
 
-def _run(args, box, compiled: Path, params: dict, inputs: dict, started: float) -> int:
+def _run(args, box, compiled: Path, name: str, params: dict, inputs: dict, started: float) -> int:
+    """`name`: the pipeline's own (pipelineInfo.name), its folder under the pipeline root."""
     from kubernetes import client as k8s
 
     from kfp_ray_sandbox.client import SandboxClient
@@ -109,18 +114,18 @@ def _run(args, box, compiled: Path, params: dict, inputs: dict, started: float) 
     core = k8s.CoreV1Api(sbx.api_client())
     view = summary.LiveView(sys.stdout, verbose=args.verbose, secrets=list(sbx.data_connection().values()))
     ns = box.info["namespace"]
-    follower = Follower(client.get_run, view, read_log=lambda pod: _pod_log(core, ns, pod),
+    follower = Follower(run_tasks.run_reader(client), view, read_log=lambda pod: _pod_log(core, ns, pod),
                         find_pods=lambda run_id: run_tasks.executor_pods(core, ns, run_id))
     try:
-        done = follower.follow(run.run_id, args.timeout)
+        follower.follow(run.run_id, args.timeout)
     except KeyboardInterrupt:
         # the sandbox goes now and the run with it (pods, Ray nodes, quota): nothing to wait for
         print("==> interrupted: stopping the sandbox and the run in it", flush=True)
         raise
     except TimeoutError as exc:
-        done = _terminate(client, follower, run.run_id, str(exc))
+        _terminate(client, follower, run.run_id, str(exc))
+    done = client.get_run(run.run_id)  # the whole run, for the summary
     s3, bucket = sbx.s3(), box.info["s3_bucket"]
-    name = registry.load(args.name).pipeline_spec.pipeline_info.name
     prefix = f"{name}/{run.run_id}/"
     why = "" if done.state == "SUCCEEDED" else _why(k8s.CustomObjectsApi(sbx.api_client()), ns, run.run_id)
     report = summary.build(done, summary.task_outputs(s3, bucket, prefix), view.text(), sbx, why)
@@ -135,11 +140,11 @@ def _run(args, box, compiled: Path, params: dict, inputs: dict, started: float) 
     return 0 if done.state == "SUCCEEDED" else 1
 
 
-def _terminate(client, follower, run_id: str, why: str):
+def _terminate(client, follower, run_id: str, why: str) -> None:
     """Terminate the run as the dashboard's Stop does, and follow it while its exit handler runs."""
     print(f"==> {why}: terminating the run (its exit handler tears the cluster down)", flush=True)
     client.terminate_run(run_id)
-    return follower.follow(run_id, CANCEL_WAIT_S)
+    follower.follow(run_id, CANCEL_WAIT_S)
 
 
 def _why(custom, namespace: str, run_id: str) -> str:

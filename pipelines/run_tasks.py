@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from types import SimpleNamespace
 
 from kfp_ray.postmortem import NODE_KEY, task_of_node
 
@@ -26,6 +28,22 @@ def states(run) -> dict[str, str]:
     names = {d.display_name for d in details}
     return {d.display_name: OMITTED if d.state in (None, "RUNTIME_STATE_UNSPECIFIED") else d.state
             for d in details if d.display_name != "root" and f"{d.display_name}-driver" in names}
+
+
+def run_reader(client) -> Callable[[str], SimpleNamespace]:
+    """get_run for following a run: what Follower and states() read (run_id, state, each task's
+    display_name and state), from the server's JSON. kfp.Client.get_run builds the whole
+    V2beta1Run, its pipeline spec included, on every poll: 1.6 CPU-s of a local run's follow."""
+    api = client._run_api  # kfp 2.17's RunServiceApi (what Client.get_run calls)
+
+    def get(run_id: str) -> SimpleNamespace:
+        raw = api.run_service_get_run(run_id=run_id, _preload_content=False, _request_timeout=30)
+        run = json.loads(raw.data)
+        tasks = [SimpleNamespace(display_name=t.get("display_name"), state=t.get("state"))
+                 for t in (run.get("run_details") or {}).get("task_details") or []]
+        return SimpleNamespace(run_id=run["run_id"], state=run.get("state"), run_details=SimpleNamespace(task_details=tasks))
+
+    return get
 
 
 def executor_pods(core, namespace: str, run_id: str) -> dict[str, list[str]]:

@@ -48,8 +48,9 @@ def cmd_submit(args) -> int:
 
 def wait(client, run_id: str, timeout: float):
     from .follow import Follower
+    from .run_tasks import run_reader
 
-    return Follower(client.get_run, sys.stdout).follow(run_id, timeout)
+    return Follower(run_reader(client), sys.stdout).follow(run_id, timeout)
 
 
 def report(run) -> int:

@@ -83,7 +83,7 @@ class ExecutorFigures:
 
 def load(text: str) -> tuple[dict, dict]:
     """The IR and the kubernetes platform spec (empty if none) of a compiled pipeline or component."""
-    docs = [d for d in yaml.safe_load_all(text) if d]
+    docs = [d for d in yaml.load_all(text, Loader=yaml.CSafeLoader) if d]
     ir = docs[0]
     platform = docs[1]["platforms"]["kubernetes"] if len(docs) > 1 else {}
     return ir, platform

@@ -26,6 +26,19 @@ from datetime import UTC, datetime, timedelta
 from . import errors
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def clone(obj):
+    """A deep copy of what the store holds (JSON: dicts, lists, scalars; anything else through
+    copy.deepcopy). About 3x faster than copy.deepcopy, in which the controllers' lists spent
+    a fifth of a sandbox's CPU."""
+    t = type(obj)
+    if t is dict:
+        return {k: v if type(v) in _SCALARS else clone(v) for k, v in obj.items()}
+    if t is list:
+        return [v if type(v) in _SCALARS else clone(v) for v in obj]
+    return obj if t in _SCALARS else copy.deepcopy(obj)
 
 
 def now_rfc3339(offset_s: float = 0.0) -> str:
@@ -98,7 +111,7 @@ class Store:
             return
         meta = obj["metadata"]
         slot = (rt.key, self._ident(rt, meta.get("namespace"), meta["name"]))
-        after = copy.deepcopy(obj)
+        after = clone(obj)
         prev = self._latest.pop(slot, None) if type_ == "DELETED" else self._latest.get(slot)
         if type_ != "DELETED":
             self._latest[slot] = after
@@ -118,16 +131,16 @@ class Store:
             obj = self._bucket(rt).get(self._ident(rt, namespace, name))
             if obj is None:
                 raise errors.not_found(rt, name)
-            return copy.deepcopy(obj)
+            return clone(obj)
 
     def find(self, rt, namespace, name) -> dict | None:
         with self.lock:
             obj = self._bucket(rt).get(self._ident(rt, namespace, name))
-            return copy.deepcopy(obj) if obj is not None else None
+            return clone(obj) if obj is not None else None
 
     def list(self, rt, namespace=None, match=None) -> tuple[list[dict], str]:
         with self.lock:
-            items = [copy.deepcopy(o) for (ns, _), o in sorted(self._bucket(rt).items(), key=_etcd_order)
+            items = [clone(o) for (ns, _), o in sorted(self._bucket(rt).items(), key=_etcd_order)
                      if (namespace is None or ns == namespace) and (match is None or match(o))]
             return items, str(self.rv)
 
@@ -150,7 +163,7 @@ class Store:
                         objects.pop(ident, None)
                     else:
                         objects[ident] = ev.prev
-            return [copy.deepcopy(o) for (ns, name), o in sorted(objects.items(), key=_etcd_order)
+            return [clone(o) for (ns, name), o in sorted(objects.items(), key=_etcd_order)
                     if namespace is None or ns == namespace]
 
     # --- writes ----------------------------------------------------------------
@@ -158,7 +171,7 @@ class Store:
         """Name generation and built-in admission of a create, without writing. Returns the
         object as it would be stored."""
         with self.lock:
-            obj = copy.deepcopy(obj)
+            obj = clone(obj)
             meta = obj.setdefault("metadata", {})
             for plugin in self.admission:
                 plugin(rt, obj)
@@ -190,7 +203,7 @@ class Store:
             self._bump(obj)
             bucket[ident] = obj
             self._record("ADDED", rt, obj)
-            return copy.deepcopy(obj)
+            return clone(obj)
 
     def update(self, rt, obj: dict, subresource: str | None = None, check_rv: bool = True,
                dry_run: bool = False) -> dict:
@@ -205,15 +218,15 @@ class Store:
                 raise errors.not_found(rt, meta["name"])
             if check_rv and meta.get("resourceVersion") and meta["resourceVersion"] != current["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt, meta["name"])
-            new = copy.deepcopy(obj)
+            new = clone(obj)
             if subresource == "status":
-                merged = copy.deepcopy(current)
+                merged = clone(current)
                 merged["status"] = new.get("status")
                 new = merged
             else:
                 if "status" in rt.subresources:
                     if "status" in current:
-                        new["status"] = copy.deepcopy(current["status"])
+                        new["status"] = clone(current["status"])
                     else:
                         new.pop("status", None)
                 # Immutable bookkeeping comes from the stored object.
@@ -227,7 +240,7 @@ class Store:
                     new["metadata"]["generation"] = current["metadata"].get("generation", 1) + 1
             new["apiVersion"], new["kind"] = rt.api_version, rt.kind
             if new == current:
-                return copy.deepcopy(current)
+                return clone(current)
             if dry_run:
                 new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                 return new
@@ -237,10 +250,10 @@ class Store:
                 del bucket[ident]
                 self._record("DELETED", rt, new)
                 self._collect(new)
-                return copy.deepcopy(new)
+                return clone(new)
             bucket[ident] = new
             self._record("MODIFIED", rt, new)
-            return copy.deepcopy(new)
+            return clone(new)
 
     def mutate(self, rt, namespace, name, fn, subresource: str | None = None) -> dict | None:
         """Read-modify-write under the lock (for controllers). Returns None if gone."""
@@ -268,7 +281,7 @@ class Store:
             _check_preconditions(rt, current, preconditions or {})
             if dry_run:
                 self._dry = True
-                current = copy.deepcopy(current)
+                current = clone(current)
             try:
                 answer = self._delete(rt, ident, current, grace_period_seconds, propagation)
             finally:
@@ -300,17 +313,17 @@ class Store:
                 return done
         if meta.get("finalizers"):
             self._mark_deleting(rt, current)
-            return copy.deepcopy(current)
+            return clone(current)
         return self._remove(rt, ident, current)
 
     def _remove(self, rt, ident, current: dict) -> dict:
         if self._dry:
-            return copy.deepcopy(current)
+            return clone(current)
         del self._bucket(rt)[ident]
         self._bump(current)
         self._record("DELETED", rt, current)
         self._collect(current)
-        return copy.deepcopy(current)
+        return clone(current)
 
     def _mark_deleting(self, rt, current: dict) -> None:
         """markAsDeleting: deletionTimestamp now (or kept if earlier), grace 0, generation bumped once."""
@@ -347,7 +360,7 @@ class Store:
             if not existing:
                 return None  # already at grace 0: delete now (or wait for finalizers)
             if grace is None or grace >= existing:
-                return copy.deepcopy(current)  # graceful deletion pending: only a shorter grace counts
+                return clone(current)  # graceful deletion pending: only a shorter grace counts
             # Shorten: move the deadline back, never into the past (then 1 s unless 0 was asked).
             deadline = parse_rfc3339(meta["deletionTimestamp"]) - timedelta(seconds=existing - grace)
             now = datetime.now(UTC)
@@ -370,12 +383,12 @@ class Store:
             return None if not meta.get("finalizers") else self._finalizing(rt, current)
         self._bump(current)
         self._record("MODIFIED", rt, current)
-        return copy.deepcopy(current)
+        return clone(current)
 
     def _finalizing(self, rt, current: dict) -> dict:
         self._bump(current)
         self._record("MODIFIED", rt, current)
-        return copy.deepcopy(current)
+        return clone(current)
 
     def _delete_namespace(self, rt, ident, current: dict) -> dict:
         """The first DELETE makes the namespace Terminating (the namespace controller then
@@ -387,7 +400,7 @@ class Store:
             current.setdefault("status", {})["phase"] = "Terminating"
             self._bump(current)
             self._record("MODIFIED", rt, current)
-            return copy.deepcopy(current)
+            return clone(current)
         if (current.get("spec") or {}).get("finalizers"):
             raise errors.ApiError(
                 409, "Conflict",
@@ -395,7 +408,7 @@ class Store:
                 "is removed from this namespace.  Upon completion, this namespace will automatically be purged by "
                 "the system.", {"name": meta["name"], "kind": "namespaces"})
         if meta.get("finalizers"):
-            return copy.deepcopy(current)
+            return clone(current)
         return self._remove(rt, ident, current)
 
     def _collect(self, owner: dict) -> None:
