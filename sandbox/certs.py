@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import ipaddress
 
 from cryptography import x509
@@ -94,16 +95,29 @@ def ca_keypair(common_name: str, days: int) -> tuple[bytes, bytes]:
     return base64.b64decode(data["ca.crt"]), base64.b64decode(data["ca.key"])
 
 
+@functools.lru_cache(maxsize=64)
+def _signer(ca_pem: bytes, ca_key_pem: bytes):
+    """A CA's certificate and key, parsed once: a cluster's certificates are reissued as its
+    pods get addresses. The keys here are the sandbox's own: their RSA checks (as costly as
+    making one) are skipped."""
+    return x509.load_pem_x509_certificate(ca_pem), _own_key(ca_key_pem)
+
+
+def _own_key(pem: bytes):
+    return serialization.load_pem_private_key(pem, None, unsafe_skip_rsa_key_validation=True)
+
+
 def issue(ca_pem: bytes, ca_key_pem: bytes, common_name: str | None, dns_names: list[str], ip_addresses: list[str],
-          days: int) -> tuple[bytes, bytes]:
+          days: int, key_pem: bytes | None = None) -> tuple[bytes, bytes]:
     """A leaf certificate (cert PEM, key PEM) signed by the CA, as cert-manager's CA Issuer
     issues a Certificate: RSA 2048 (its default), the dnsNames and ipAddresses as SANs, usages
-    digital signature, key encipherment, server auth and client auth."""
+    digital signature, key encipherment, server auth and client auth. `key_pem`: the key of
+    the certificate this one reissues, kept (privateKey.rotationPolicy Never, cert-manager's
+    default before v1.18); None: a new key."""
     from cryptography.x509.oid import ExtendedKeyUsageOID
 
-    ca = x509.load_pem_x509_certificate(ca_pem)
-    ca_key = serialization.load_pem_private_key(ca_key_pem, None)
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca, ca_key = _signer(ca_pem, ca_key_pem)
+    key = _own_key(key_pem) if key_pem else rsa.generate_private_key(public_exponent=65537, key_size=2048)
     now = datetime.datetime.now(datetime.UTC)
     sans = [x509.DNSName(n) for n in dict.fromkeys(dns_names)] + \
         [x509.IPAddress(ipaddress.ip_address(ip)) for ip in dict.fromkeys(ip_addresses)]

@@ -7,11 +7,20 @@ sandbox-only calls (faults, crash, processes) go to its admin-only /sandbox/v1 A
 from __future__ import annotations
 
 import base64
+import copy
+import functools
 import json
 import urllib.request
 from pathlib import Path
 
 import yaml
+
+
+@functools.lru_cache(maxsize=32)
+def _kubeconfig(path: str) -> dict:
+    """A sandbox's kubeconfig, read once (written at its start, never changed): tests make a
+    client per call, and the kubernetes client parses YAML in pure Python."""
+    return yaml.load(Path(path).read_text(), Loader=yaml.CSafeLoader)
 
 
 class SandboxClient:
@@ -21,7 +30,7 @@ class SandboxClient:
 
     # --- identities ------------------------------------------------------------
     def _token(self, kubeconfig: str) -> str:
-        return yaml.safe_load(Path(kubeconfig).read_text())["users"][0]["user"]["token"]
+        return _kubeconfig(kubeconfig)["users"][0]["user"]["token"]
 
     def token(self, as_pipeline_runner: bool = False) -> str:
         """The admin's bearer token (what `oc whoami -t` gives a user), or pipeline-runner's."""
@@ -33,7 +42,8 @@ class SandboxClient:
 
         path = self.info["kubeconfig_pipeline_runner" if as_pipeline_runner else "kubeconfig"]
         cfg = client.Configuration()
-        config.load_kube_config(config_file=path, client_configuration=cfg)  # server, token and CA: TLS verified
+        # server, token and CA: TLS verified
+        config.load_kube_config_from_dict(copy.deepcopy(_kubeconfig(path)), client_configuration=cfg)
         return client.ApiClient(cfg)
 
     # --- control API -----------------------------------------------------------

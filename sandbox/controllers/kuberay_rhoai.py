@@ -338,7 +338,10 @@ class RhoaiKubeRay(RayPlatform):
         existing = self.store.find(self.secret_t, ns, secret)
         if existing is not None and self._issued.get(key) == want:
             return
-        cert, pkey = issue(ca_pem, ca_key, None, dns, ips, days=90)
+        # a reissue keeps the key (cert-manager's rotationPolicy Never): RSA key generation was a
+        # fifth of a test worker's CPU, reissuing at each pod's address
+        kept = base64.b64decode(existing["data"]["tls.key"]) if existing is not None and (existing.get("data") or {}).get("tls.key") else None
+        cert, pkey = issue(ca_pem, ca_key, None, dns, ips, days=90, key_pem=kept)
         data = {"tls.crt": _b64(cert), "tls.key": _b64(pkey), "ca.crt": _b64(ca_pem)}
         meta = {"name": secret, "namespace": ns,
                 "annotations": {"cert-manager.io/certificate-name": f"ray-{role}-cert-{rc['metadata']['name']}",

@@ -9,6 +9,7 @@ import base64
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from kfp_ray_sandbox.apiserver.resources import Registry
 from kfp_ray_sandbox.apiserver.store import Store
@@ -128,14 +129,20 @@ def test_no_pod_before_the_tls_secrets_and_no_head_before_authentication(env):
 def test_certificates_are_reissued_for_the_pods_addresses(env):
     env.create(raycluster("ips", workers=0))
     env.settle()
+    first = env.secret("ray-head-secret-ips")["data"]
     head = env.pods("ips")[0]
     env.store.mutate(env.pod_t, NS, head["metadata"]["name"], lambda o: o.setdefault("status", {}).update(
         podIP="127.0.0.77"), subresource="status")
     env.settle(1)
-    cert = x509.load_pem_x509_certificate(base64.b64decode(env.secret("ray-head-secret-ips")["data"]["tls.crt"]))
+    data = env.secret("ray-head-secret-ips")["data"]
+    cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
     ips = {str(ip) for ip in cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
            .get_values_for_type(x509.IPAddress)}
     assert {"127.0.0.77", "127.0.0.1"} <= ips
+    # a new certificate for the same key (cert-manager's rotationPolicy Never)
+    assert data["tls.crt"] != first["tls.crt"] and data["tls.key"] == first["tls.key"]
+    key = serialization.load_pem_private_key(base64.b64decode(data["tls.key"]), None)
+    assert key.public_key().public_numbers() == cert.public_key().public_numbers()
 
 
 def test_deletion_waits_for_the_finalizer_then_every_object_goes(env):
