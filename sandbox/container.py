@@ -59,8 +59,16 @@ def hidden_paths() -> list[str]:
 
 def kept_paths() -> list[str]:
     """What a pod's image is made of here: the venv (the sandbox's images and its launcher's
-    Python live in it), the base interpreter, the sandbox's own source (its launcher)."""
-    return [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, Path(__file__).resolve().parent)]
+    Python live in it), the base interpreter, the sandbox's own source (its launcher), and the
+    interpreters of its images of other Pythons (rayimage.foreign_python: venvs of, say, a
+    pyenv python3.12 under HOME), named by each image's pyvenv.cfg."""
+    keep = [sys.prefix, sys.base_prefix, Path(__file__).resolve().parent]
+    for cfg in Path(sys.prefix).glob(".kfp-ray-sandbox-image/*/pyvenv.cfg"):
+        for line in cfg.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                keep.append(Path(value.strip()).parent)
+    return list(dict.fromkeys(os.path.realpath(p) for p in keep))
 
 
 def mount_script(root: Path, mounts: list[str], hide: list[str], keep: list[str], hosts: bool) -> str:

@@ -44,14 +44,30 @@ def _command_pod(core, name: str, script: str) -> None:
                what=f"pod {name} to start")
 
 
+class Gate:
+    """What lets a gated pod go on: a file `go` in the pod's own temp dir ($TMPDIR), which the
+    test creates from this machine (the sandbox's kubelet keeps a pod's temp dir there; the pod
+    sees none of the machine's other files, as a container would not)."""
+
+    def __init__(self, box, name: str):
+        self.box, self.name = box, name
+
+    def touch(self) -> None:
+        rt = next(r for r in list(self.box.kubelet.pods.values()) if r.name == self.name and r.node is not None)
+        (rt.node.temp_dir / "tmp" / "go").touch()
+
+
 @pytest.fixture
-def gated_pod(core, tmp_path, request):
-    """A pod that prints 'first', waits for <tmp>/go, prints 'second' and exits 0."""
+def gated_pod(core, box, request):
+    """A pod that prints 'first', waits for $TMPDIR/go (Gate), prints 'second' and exits 0."""
     name = f"stream-{request.node.name.split('[')[0].replace('_', '-')[5:40].strip('-')}"
-    gate = tmp_path / "go"
-    _command_pod(core, name, f'echo first; while [ ! -e {gate} ]; do sleep 0.05; done; echo second')
+    _command_pod(core, name, 'echo first; while [ ! -e "$TMPDIR/go" ]; do sleep 0.05; done; echo second')
+    gate = Gate(box, name)
     yield name, gate
-    gate.touch()
+    try:
+        gate.touch()
+    except (StopIteration, OSError):  # the pod is over already
+        pass
     try:
         core.delete_namespaced_pod(name, NS, grace_period_seconds=0)
     except ApiException:
@@ -90,7 +106,7 @@ def test_logs_follow_streams_as_the_container_writes_and_ends_with_it(kubectl, g
 
 def test_logs_follow_through_the_python_client(core, gated_pod):
     name, gate = gated_pod
-    resp = core.read_namespaced_pod_log(name, NS, follow=True, _preload_content=False)
+    resp = core.read_namespaced_pod_log(name, NS, follow=True, _preload_content=False, _request_timeout=60)
     try:
         chunks = resp.stream(1)
         first = next(chunks)
