@@ -11,8 +11,7 @@ sandbox's kubelet, with what a container has in a pod.
 - its own /s3, /minio and /gcs (where KFP's executor reads and writes artifacts: kfp
   dsl/types/artifact_types.py maps s3://b/k to /s3/b/k), its own /tmp/kfp and
   /tmp/kfp_outputs (the KFP launcher's output files), empty at start, and its own temp
-  dir as TMPDIR and HOME (not mounted over /tmp: the sandbox's "image", the Python that runs
-  the command, may itself live under /tmp, as a checkout there does).
+  dir as TMPDIR and HOME;
 - none of this machine's files that a container's image would not have: an empty tmpfs covers
   /tmp, the directory the checkout sits in and the machine's HOME (`hidden_paths`), keeping
   only the image (the venv the sandbox's images live in, the base interpreter, the sandbox's
@@ -61,13 +60,10 @@ def kept_paths() -> list[str]:
     """What a pod's image is made of here: the venv (the sandbox's images and its launcher's
     Python live in it), the base interpreter, the sandbox's own source (its launcher), and the
     interpreters of its images of other Pythons (rayimage.foreign_python: venvs of, say, a
-    pyenv python3.12 under HOME), named by each image's pyvenv.cfg."""
-    keep = [sys.prefix, sys.base_prefix, Path(__file__).resolve().parent]
-    for cfg in Path(sys.prefix).glob(".kfp-ray-sandbox-image/*/pyvenv.cfg"):
-        for line in cfg.read_text().splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == "home" and value.strip():
-                keep.append(Path(value.strip()).parent)
+    pyenv python3.12 under HOME)."""
+    from . import rayimage
+
+    keep = [sys.prefix, sys.base_prefix, Path(__file__).resolve().parent, *rayimage.interpreter_prefixes()]
     return list(dict.fromkeys(os.path.realpath(p) for p in keep))
 
 

@@ -178,6 +178,18 @@ def _linked(kind: str, site: Path, entries: list[str]) -> Path:
     return root
 
 
+def interpreter_prefixes() -> list[Path]:
+    """The prefixes of the base interpreters of the images built so far (each image is a venv
+    whose pyvenv.cfg names its interpreter's bin as `home`): what an image's processes run."""
+    found = []
+    for cfg in (Path(sys.prefix) / ".kfp-ray-sandbox-image").glob("*/pyvenv.cfg"):
+        for line in cfg.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                found.append(Path(value.strip()).parent)
+    return found
+
+
 def pip_envs(root: Path) -> Path:
     return root.with_name(f"{root.name}-pip-envs")
 

@@ -340,8 +340,8 @@ class RhoaiKubeRay(RayPlatform):
             return
         # a reissue keeps the key (cert-manager's rotationPolicy Never): RSA key generation was a
         # fifth of a test worker's CPU, reissuing at each pod's address
-        kept = base64.b64decode(existing["data"]["tls.key"]) if existing is not None and (existing.get("data") or {}).get("tls.key") else None
-        cert, pkey = issue(ca_pem, ca_key, None, dns, ips, days=90, key_pem=kept)
+        kept = ((existing or {}).get("data") or {}).get("tls.key")
+        cert, pkey = issue(ca_pem, ca_key, None, dns, ips, days=90, key_pem=base64.b64decode(kept) if kept else None)
         data = {"tls.crt": _b64(cert), "tls.key": _b64(pkey), "ca.crt": _b64(ca_pem)}
         meta = {"name": secret, "namespace": ns,
                 "annotations": {"cert-manager.io/certificate-name": f"ray-{role}-cert-{rc['metadata']['name']}",
