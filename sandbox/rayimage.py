@@ -146,11 +146,31 @@ _BUILDING = threading.Lock()  # one build per process at a time: functools.cache
 def task_image() -> dict:
     """The image a task's pod runs when its image is the project's own (built with kfp-ray's
     stack, `compile --image`): the base interpreter and a directory of links to every package
-    of the project's venv (the pod's launcher puts a writable layer over it). Editable installs
-    (.pth files) are left out: a task gets kfp_ray from the code its component embeds, as on RHOAI."""
+    of the project's venv (the pod's launcher puts a writable layer over it), and a copy of the
+    runtime library kfp_ray, as the Containerfile COPYs it (an `--image` component embeds none).
+    Editable installs (.pth files) are left out: a pod cannot see the checkout they point to."""
     site = _site_packages()
     entries = sorted(e.name for e in site.iterdir() if not e.name.endswith(".pth") and e.name != "__pycache__")
-    return {"python": sys._base_executable, "packages": str(_linked("task", site, entries))}
+    extra = {} if "kfp_ray" in entries else {"kfp_ray": _runtime_copy()}
+    return {"python": sys._base_executable, "packages": str(_linked("task", site, entries, extra))}
+
+
+def _runtime_copy() -> Path:
+    """kfp_ray's source copied beside the images, once per content (the Containerfile's COPY)."""
+    import importlib.util
+
+    src = Path(importlib.util.find_spec("kfp_ray").submodule_search_locations[0])
+    files = sorted(f for f in src.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.relative_to(src)}\n".encode() + f.read_bytes())
+    root = Path(sys.prefix) / ".kfp-ray-sandbox-image" / f"runtime-{h.hexdigest()[:16]}"
+    with _BUILDING:
+        if not root.exists():
+            tmp = _aside(root)
+            shutil.copytree(src, tmp / "kfp_ray", ignore=shutil.ignore_patterns("__pycache__"))
+            _into_place(tmp, root)
+    return root / "kfp_ray"
 
 
 def clean_task_image(pip_index: str) -> dict:
@@ -165,15 +185,19 @@ def clean_task_image(pip_index: str) -> dict:
             "wheelhouse": identity(), "installs": str(Path(sys.prefix) / ".kfp-ray-sandbox-image" / "installs")}
 
 
-def _linked(kind: str, site: Path, entries: list[str]) -> Path:
-    """A directory of links to `entries` of `site`, made once."""
-    root = Path(sys.prefix) / ".kfp-ray-sandbox-image" / f"{kind}-{_key(site, entries)}"
+def _linked(kind: str, site: Path, entries: list[str], extra: dict[str, Path] | None = None) -> Path:
+    """A directory of links to `entries` of `site` (and to each of `extra`'s paths under its
+    name), made once."""
+    extra = extra or {}
+    links = {name: site / name for name in entries} | extra
+    key = _key(site, entries + [f"{n}={p}" for n, p in sorted(extra.items())])
+    root = Path(sys.prefix) / ".kfp-ray-sandbox-image" / f"{kind}-{key}"
     with _BUILDING:
         if not root.exists():
             tmp = _aside(root)
             tmp.mkdir(parents=True)
-            for name in entries:
-                (tmp / name).symlink_to(site / name)
+            for name, target in links.items():
+                (tmp / name).symlink_to(target)
             _into_place(tmp, root)
     return root
 

@@ -272,6 +272,24 @@ def test_a_pipeline_compiled_for_a_mirror_installs_from_the_mirror(box, kfp_clie
         mirror.stop()
 
 
+def test_a_pipeline_compiled_with_image_runs_from_the_images_runtime(box, kfp_client, tmp_path):
+    """`kfp-ray compile --image REF`: the executor embeds no runtime and installs nothing; the
+    task imports kfp_ray from the image (its copy, as the Containerfile COPYs it), not from the
+    checkout a pod cannot see."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "kfp_ray.pipelines", "compile", "--out", str(tmp_path),
+                          "--image", "quay.io/example/kfp-ray-components:1.0"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    package = tmp_path / "kfp_ray_gc.yaml"
+    assert "pip install" not in package.read_text()
+    run = kfp_client.create_run_from_pipeline_package(str(package), run_name="image")
+    done = wait_run(kfp_client, run.run_id)
+    assert done.state == "SUCCEEDED", why(box, run.run_id)
+
+
 def test_under_a_projects_limit_range_and_quota_runs_succeed_and_a_task_over_the_max_fails_with_its_message(
         box, kfp_client, small_package, tmp_path):
     """The compute policy many RHOAI projects have: a LimitRange (defaults for what a container
