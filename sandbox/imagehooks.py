@@ -62,9 +62,29 @@ def _dashboard_modules(head, names: set[str]) -> None:
         return  # a Ray whose dashboard differs from 2.52's: leave it as it is
 
     def load(self, modules_to_load=None):
-        return original(self, names if modules_to_load is None else modules_to_load)
+        handles = original(self, names if modules_to_load is None else modules_to_load)
+        _forked_from_one_import(handles)
+        return handles
 
     cls._load_subprocess_module_handles = load
+
+
+def _forked_from_one_import(handles) -> None:
+    """Start the modules from a forkserver that imported them once, not each from a fresh
+    interpreter (Ray's spawn): the same processes, modules and pipes, without paying Ray's
+    import per module. Ray forbids fork from the dashboard (its C bindings' static state);
+    the forkserver is a fresh interpreter that only imports, so each module still starts
+    from state no Ray connection has touched. A module still detects the dashboard's death
+    (multiprocessing.parent_process() is the dashboard, through its pipe)."""
+    import multiprocessing
+
+    if not handles:
+        return
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["ray.dashboard.subprocesses.module",
+                                *sorted({h.module_cls.__module__ for h in handles})])
+    for h in handles:
+        h.mp_context = ctx
 
 
 def _after_import(target: str, change) -> None:
