@@ -36,6 +36,7 @@ import sys
 
 PORTS_ENV = "KFP_RAY_SANDBOX_CLIENT_SERVER_PORTS"
 MODULES_ENV = "KFP_RAY_SANDBOX_DASHBOARD_MODULES"
+NODE_ENV = "KFP_RAY_SANDBOX_NODE"  # raynode.NODE_ENV: the node's temp dir
 
 
 def install() -> None:
@@ -75,11 +76,17 @@ def _forked_from_one_import(handles) -> None:
     import per module. Ray forbids fork from the dashboard (its C bindings' static state);
     the forkserver is a fresh interpreter that only imports, so each module still starts
     from state no Ray connection has touched. A module still detects the dashboard's death
-    (multiprocessing.parent_process() is the dashboard, through its pipe)."""
+    (multiprocessing.parent_process() is the dashboard, through its pipe). The forkserver's
+    socket lives in the node's temp dir, which goes with the node however it ends (in the
+    machine's TMPDIR it would outlive a killed dashboard); with no node dir, Ray's spawn."""
     import multiprocessing
+    import tempfile
+    from multiprocessing import process
 
-    if not handles:
+    node_dir = os.environ.get(NODE_ENV)
+    if not handles or not node_dir or not os.path.isdir(node_dir):
         return
+    process.current_process()._config["tempdir"] = tempfile.mkdtemp(prefix="pymp-", dir=node_dir)
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["ray.dashboard.subprocesses.module",
                                 *sorted({h.module_cls.__module__ for h in handles})])

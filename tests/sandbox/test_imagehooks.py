@@ -66,5 +66,7 @@ def test_a_head_runs_the_dashboard_modules_the_platform_uses_and_its_job_api_wor
             if title.startswith("ray-dashboard-"):
                 modules.add(title.split()[0].removeprefix("ray-dashboard-").rsplit("-", 1)[0])
         assert modules == set(raynode.DASHBOARD_MODULES)
+        # started from a forkserver whose socket is in the node's temp dir (it goes with the node)
+        assert imagehooks.NODE_ENV == raynode.NODE_ENV and list(head.temp_dir.glob("pymp-*/listener-*"))
     finally:
         head.stop()
