@@ -32,9 +32,7 @@ from .connection import ConnectionProblem
 
 def cmd_list(args) -> int:
     for name in registry.PIPELINES:
-        pipeline = registry.load(name)
-        desc = pipeline.pipeline_spec.pipeline_info.description
-        print(f"{name:14} {desc}")
+        print(f"{name:14} {registry.description(name)}")
     return 0
 
 

@@ -23,6 +23,20 @@ def load(name: str):
     return getattr(importlib.import_module(module), attr)
 
 
+def description(name: str) -> str:
+    """The pipeline's description (its docstring, as the UI shows it): read from compiled/,
+    which `compile --check` keeps fresh, rather than by building the pipeline (kfp's DSL
+    costs seconds of CPU per pipeline); built where compiled/ is absent."""
+    path = compiled_path(name)
+    if path.is_file():
+        import yaml
+
+        for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            if isinstance(doc, dict) and "pipelineInfo" in doc:
+                return doc["pipelineInfo"].get("description", "")
+    return load(name).pipeline_spec.pipeline_info.description
+
+
 def compiled_path(name: str) -> Path:
     return COMPILED / f"{name}.yaml"
 

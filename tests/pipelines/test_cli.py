@@ -18,8 +18,13 @@ def cli(*args):
 
 
 def test_list_names_every_pipeline():
+    from kfp_ray.pipelines import registry
+
     out = cli("list").stdout
     assert all(name in out for name in ("ray_training", "fashion_mnist", "xgboost_tune"))
+    # from compiled/, as the built pipeline says it
+    built = registry.load("kfp_ray_gc").pipeline_spec.pipeline_info.description
+    assert registry.description("kfp_ray_gc") == built and built.split("\n")[0] in out
 
 
 def test_unknown_pipeline_and_bad_parameters_fail_clearly():
