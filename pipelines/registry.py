@@ -29,11 +29,9 @@ def description(name: str) -> str:
     costs seconds of CPU per pipeline); built where compiled/ is absent."""
     path = compiled_path(name)
     if path.is_file():
-        import yaml
+        from .package import read  # package imports this module
 
-        for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-            if isinstance(doc, dict) and "pipelineInfo" in doc:
-                return doc["pipelineInfo"].get("description", "")
+        return read(path, "compiled/")["pipelineInfo"].get("description", "")
     return load(name).pipeline_spec.pipeline_info.description
 
 

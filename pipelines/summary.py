@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-ENDED = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")  # a run's terminal states (v2beta1 RuntimeState)
+from .follow import TERMINAL
+
 LIFETIME = re.compile(r"deleted (?:RayJob \S+ and )?RayCluster (\S+) \(lived (\d+)s\)")
 # a task's boilerplate (its lines come `task | ` prefixed): the KFP executor's own lines and
 # the executor input it prints as JSON, and pip's notices
@@ -117,7 +118,7 @@ def render(name: str, r: dict, seconds: float) -> str:
     if r["tasks"]:
         lines.append("tasks: " + ", ".join(f"{t} {s}" for t, s in r["tasks"].items()))
         stale = [t for t, s in r["tasks"].items() if s in ("RUNNING", "PENDING")]
-        if r["status"] in ENDED and stale:
+        if r["status"] in TERMINAL and stale:
             lines.append(f"  ({', '.join(stale)}: as KFP last reported; the run has ended. KFP 2.14 stops updating a "
                          "run's task states once Argo gzips its Workflow's node status, over 1 MiB)")
     if r["cluster"]:
