@@ -16,6 +16,10 @@ kernel hands each proxy's connections to either server, so a client could be ser
 cluster's server or fail to start ("Initialization failure from server"). So each head's proxy
 draws from a block the sandbox holds machine-wide for the head's lifetime.
 
+Python daemons (ZYGOTE_ENV): a head's `ray start` forks its dashboard, Ray client server, log
+monitor and autoscaler monitor from one zygote that imported them once (rayzygote.py says how
+each stays Ray's own child).
+
 Dashboard modules (MODULES_ENV, e.g. "JobHead,NodeHead,ReportHead"). Ray 2.52's dashboard
 runs nine subprocess modules (ray/dashboard/head.py), each a process importing most of Ray;
 they were about 40% of the test suite's CPU on this 2-core machine, where every Ray head of
@@ -37,6 +41,7 @@ import sys
 PORTS_ENV = "KFP_RAY_SANDBOX_CLIENT_SERVER_PORTS"
 MODULES_ENV = "KFP_RAY_SANDBOX_DASHBOARD_MODULES"
 NODE_ENV = "KFP_RAY_SANDBOX_NODE"  # raynode.NODE_ENV: the node's temp dir
+ZYGOTE_ENV = "KFP_RAY_SANDBOX_ZYGOTE"  # "1": a head's `ray start` forks its Python daemons (rayzygote.py)
 
 
 def install() -> None:
@@ -49,6 +54,19 @@ def install() -> None:
     modules = os.environ.get(MODULES_ENV)
     if modules:
         _after_import("ray.dashboard.head", lambda m: _dashboard_modules(m, set(modules.split(","))))
+    if os.environ.get(ZYGOTE_ENV) == "1":
+        _after_import("ray._private.services", _daemons_from_zygote)
+
+
+def _daemons_from_zygote(services) -> None:
+    """In a head's `ray start` only (its command line: `... start ... --head`)."""
+    if sys.argv[1:2] != ["start"] or "--head" not in sys.argv:
+        return
+    try:
+        import kfp_ray_sandbox_rayzygote as rayzygote  # beside this module in the image
+    except ImportError:
+        return
+    rayzygote.install(services)
 
 
 def _client_server_ports(proxier, low: int, high: int) -> None:

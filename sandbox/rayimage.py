@@ -68,13 +68,14 @@ def _excluded(site: Path) -> set[str]:
 
 RAYPIP = Path(__file__).resolve().parent / "raypip.py"  # copied into the image (its docstring says why)
 IMAGEHOOKS = Path(__file__).resolve().parent / "imagehooks.py"  # likewise
+RAYZYGOTE = Path(__file__).resolve().parent / "rayzygote.py"  # likewise (imagehooks imports it)
 
 
 def _key(site: Path, entries: list[str]) -> str:
     h = hashlib.sha256(f"{sys.version}\n{site}\n".encode())
     h.update("\n".join(entries).encode())
-    h.update(RAYPIP.read_bytes())
-    h.update(IMAGEHOOKS.read_bytes())
+    for hook in (RAYPIP, IMAGEHOOKS, RAYZYGOTE):
+        h.update(hook.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -115,6 +116,7 @@ def _finish_image(tmp: Path, root: Path) -> None:
         f"import kfp_ray_sandbox_raypip; kfp_ray_sandbox_raypip.install({str(pip_envs(root))!r})\n")
     # what the sandbox changes in Ray's processes (imagehooks.py says what and why)
     shutil.copyfile(IMAGEHOOKS, venv_site / "kfp_ray_sandbox_imagehooks.py")
+    shutil.copyfile(RAYZYGOTE, venv_site / "kfp_ray_sandbox_rayzygote.py")
     (venv_site / "kfp_ray_sandbox_imagehooks.pth").write_text("import kfp_ray_sandbox_imagehooks; "
                                                             "kfp_ray_sandbox_imagehooks.install()\n")
     # venv (and pip) write their own path into pyvenv.cfg and the bin/ scripts: make them name root
@@ -317,8 +319,8 @@ def foreign_python(minor: str) -> str | None:
     pins = _pins()
     h = hashlib.sha256(f"{interp}\n{FOREIGN_PACKAGES}\n".encode())
     h.update("\n".join(pins).encode())
-    h.update(RAYPIP.read_bytes())
-    h.update(IMAGEHOOKS.read_bytes())
+    for hook in (RAYPIP, IMAGEHOOKS, RAYZYGOTE):
+        h.update(hook.read_bytes())
     root = Path(sys.prefix) / ".kfp-ray-sandbox-image" / f"py{minor.replace('.', '')}-{h.hexdigest()[:16]}"
     py = root / "bin" / "python"
     with _BUILDING, _machine_lock(root):  # xdist workers wait for one build rather than race two

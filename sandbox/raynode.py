@@ -309,6 +309,7 @@ class RayNode(PodProcess):
             low, high, self._client_ports_hold = hold_client_server_ports()
             self.env[imagehooks.PORTS_ENV] = f"{low}-{high}"
             self.env[imagehooks.MODULES_ENV] = ",".join(DASHBOARD_MODULES)
+            self.env[imagehooks.ZYGOTE_ENV] = "1"
         self.log_path = root / f"{name}.log"
         self.proc: subprocess.Popen | None = None
         root.mkdir(parents=True, exist_ok=True)

@@ -1,16 +1,18 @@
 """What the sandbox changes in its Ray image's processes (sandbox/imagehooks.py), seen in the
-processes themselves: each head's Ray client servers on ports of its own, and the dashboard
-modules a head runs."""
+processes themselves: each head's Ray client servers on ports of its own, the dashboard
+modules a head runs, and its Python daemons forked from one zygote (sandbox/rayzygote.py)."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 
 import psutil
 import pytest
 
 from kfp_ray_sandbox import imagehooks, rayimage, raynode
+from kfp_ray_sandbox.reaper import pid_alive
 
 
 def test_each_head_gets_its_own_block_of_ray_client_server_ports(tmp_path):
@@ -68,5 +70,32 @@ def test_a_head_runs_the_dashboard_modules_the_platform_uses_and_its_job_api_wor
         assert modules == set(raynode.DASHBOARD_MODULES)
         # started from a forkserver whose socket is in the node's temp dir (it goes with the node)
         assert imagehooks.NODE_ENV == raynode.NODE_ENV and list(head.temp_dir.glob("pymp-*/listener-*"))
+
+        # The dashboard, log monitor and autoscaler monitor: forks of the zygote (its command line),
+        # each `ray start`'s own child, writing its own logs; the dashboard serves the port Ray gave it.
+        start = psutil.Process(head.proc.pid)
+        forked = [p for p in start.children() if "kfp_ray_sandbox_rayzygote" in " ".join(p.cmdline())]
+        assert len(forked) == 4, [p.cmdline() for p in start.children()]  # the zygote and three daemons
+        listening = {c.laddr.port: p.pid for p in forked for c in p.net_connections("tcp") if c.status == "LISTEN"}
+        assert listening.get(ports["dashboard-port"]) in {p.pid for p in forked}
+        logs = head.temp_dir / "session_latest" / "logs"
+        assert all((logs / f).stat().st_size > 0 for f in ("dashboard.log", "log_monitor.log", "monitor.log"))
+        pids = head.pids()
     finally:
         head.stop()
+    assert not [p for p in pids if pid_alive(p)]  # SIGTERM to `ray start` stopped them all, zygote included
+
+
+def test_the_zygote_takes_only_the_daemons_it_preloaded():
+    from kfp_ray_sandbox import rayzygote
+
+    py = sys.executable
+    assert rayzygote.target([py, "-u", "/x/ray/_private/log_monitor.py", "--a=1"]) == {
+        "path": "/x/ray/_private/log_monitor.py", "argv": ["--a=1"], "unbuffered": True}
+    assert rayzygote.target([py, "-m", "ray.util.client.server", "--b"]) == {
+        "module": "ray.util.client.server", "argv": ["--b"], "unbuffered": False}
+    assert rayzygote.target([py, "/x/ray/dashboard/dashboard.py"])["path"].endswith("dashboard.py")
+    # another script, another interpreter, interpreter options it does not model: Ray's own Popen
+    assert rayzygote.target([py, "/x/ray/dashboard/agent.py"]) is None
+    assert rayzygote.target(["/usr/bin/python3.9", "/x/ray/dashboard/dashboard.py"]) is None
+    assert rayzygote.target([py, "-X", "dev", "/x/ray/dashboard/dashboard.py"]) is None
