@@ -160,7 +160,8 @@ def test_exceed_quota_makes_kuberay_report_replica_failure_until_it_clears(sbx, 
 
 
 def test_untolerated_taint_leaves_pods_unschedulable_unless_tolerated(sbx, api):
-    sbx.set_faults({"clusters": {"*": {"taint": True}}})
+    # the scheduler is under test: a scheduled pod's Ray never starts (slow_start), sparing a head and worker
+    sbx.set_faults({"clusters": {"*": {"taint": True}, "tolerant": {"slow_start": 600}}})
     create(api, raycluster("tainted", gpu=1))
     head = eventually(lambda: next((p for p in pods(api, "tainted") if p.status.conditions), None), 15,
                       what="the scheduler's verdict")

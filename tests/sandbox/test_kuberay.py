@@ -74,6 +74,7 @@ def test_head_service_named_ports_reach_ray_and_deletion_is_graceful(box, sbx):
         pass
 
     # A pod DELETE is graceful: Terminating with the grace period, SIGTERM, then the kubelet removes it.
+    sbx.set_faults({"clusters": {"svcnet": {"slow_start": 600}}})  # the replacement head need not start Ray
     rv = v1.list_namespaced_pod(NS, label_selector="ray.io/cluster=svcnet").metadata.resource_version
     v1.delete_namespaced_pod(head.metadata.name, NS)
     events = pod_events(v1, "ray.io/cluster=svcnet,ray.io/node-type=head", rv,

@@ -93,6 +93,7 @@ def test_a_pending_pod_is_placed_once_a_node_takes_it_again(sbx):
     try:
         for n in ("worker-0", "worker-1"):
             core.patch_node(n, {"spec": {"unschedulable": True}})
+        sbx.set_faults({"clusters": {"cordoned": {"slow_start": 600}}})  # placement is under test, not Ray
         k8s.CustomObjectsApi(api).create_namespaced_custom_object(
             "ray.io", "v1", NS, "rayclusters", raycluster("cordoned", workers=0, cpu="500m", memory="1Gi"))
 

@@ -31,6 +31,9 @@ def test_third_cluster_is_held_until_quota_frees(box, sbx, sdk_auth):
                                     worker_cpu_requests=2, worker_cpu_limits=2, worker_memory_requests=2,
                                     worker_memory_limits=2)
 
+    # Kueue and KubeRay are what is under test, not Ray: the pods are created, their containers not
+    # started (a Ray head and worker per cluster: ~8 CPU-s each on this machine)
+    sbx.set_faults({"clusters": {"quota-*": {"slow_start": 600}}})
     co = k8s.CustomObjectsApi(sbx.api_client())
     clusters = {}
     for name in ("quota-a", "quota-b"):

@@ -167,8 +167,9 @@ def test_http_mode_failing_entrypoint_is_app_failed(apis):
 
 
 @pytest.mark.ray
-def test_active_deadline_fails_the_job_and_deletes_the_cluster(apis):
+def test_active_deadline_fails_the_job_and_deletes_the_cluster(apis, sbx):
     co, _, runner = apis
+    sbx.set_faults({"clusters": {"rj-late-*": {"slow_start": 600}}})  # the deadline passes while it initializes
     runner.create_namespaced_custom_object(*RAY, "rayjobs", rayjob(
         "rj-late", entrypoint="python -c \"import time; time.sleep(600)\"", activeDeadlineSeconds=2))
     done = eventually(lambda: (s := status(co, "rj-late")).get("jobDeploymentStatus") == "Failed" and s, 60,
