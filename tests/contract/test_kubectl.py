@@ -229,23 +229,6 @@ def test_get_watch_streams_changes_and_ends_at_its_timeout(kubectl, sbx, api):
     assert done.returncode == 0 and "kube-root-ca.crt" in done.stdout
 
 
-# --- a real Ray cluster: pods, logs --------------------------------------------------
-@pytest.mark.ray
-def test_pods_logs_and_wait_on_a_real_cluster(kubectl, ray_cluster):
-    head = kubectl.ok("get", "pods", "-l", "ray.io/cluster=shared-ray,ray.io/node-type=head",
-                      "-o", "jsonpath={.items[0].metadata.name}").strip()
-    assert head
-    assert "condition met" in kubectl.ok("wait", "--for=condition=Ready", f"pod/{head}", "--timeout=60s")
-    assert kubectl.ok("get", "pod", head, "-o", "jsonpath={.status.phase}") == "Running"
-    describe = kubectl.ok("describe", "pod", head)
-    assert re.search(r"^Status:\s+Running$", describe, re.M) and "Events:" in describe
-    for runner in (False, True):  # pipeline-runner may read pods/log
-        logs = kubectl.ok("logs", head, runner=runner)
-        assert logs.strip(), "the head pod's log is empty"
-    assert re.search(r"^Name:\s+shared-ray$", kubectl.ok("describe", "raycluster", "shared-ray"), re.M)
-    assert "shared-ray" in kubectl.ok("get", "workloads")
-
-
 # --- write semantics (kube-apiserver v1.31) ---------------------------------------------
 def test_replace_of_a_custom_resource_sends_the_live_resource_version(kubectl, api, tmp_path):
     """A PUT of a custom resource without resourceVersion is refused (tests/unit/test_apiserver_writes.py);

@@ -248,6 +248,21 @@ def test_exec_ray_status_in_the_head_pod(kubectl, head):
     assert re.search(r"\b2\.0 CPU\b|/2\.0 CPU", out), out
 
 
+def test_pods_logs_and_wait_on_a_real_cluster(kubectl, ray_cluster):
+    head = kubectl.ok("get", "pods", "-l", "ray.io/cluster=shared-ray,ray.io/node-type=head",
+                      "-o", "jsonpath={.items[0].metadata.name}").strip()
+    assert head
+    assert "condition met" in kubectl.ok("wait", "--for=condition=Ready", f"pod/{head}", "--timeout=60s")
+    assert kubectl.ok("get", "pod", head, "-o", "jsonpath={.status.phase}") == "Running"
+    describe = kubectl.ok("describe", "pod", head)
+    assert re.search(r"^Status:\s+Running$", describe, re.M) and "Events:" in describe
+    for runner in (False, True):  # pipeline-runner may read pods/log
+        logs = kubectl.ok("logs", head, runner=runner)
+        assert logs.strip(), "the head pod's log is empty"
+    assert re.search(r"^Name:\s+shared-ray$", kubectl.ok("describe", "raycluster", "shared-ray"), re.M)
+    assert "shared-ray" in kubectl.ok("get", "workloads")
+
+
 def test_port_forward_through_the_python_client(core, head):
     pf = portforward(core.connect_get_namespaced_pod_portforward, head.metadata.name, NS, ports="8265")
     sock = pf.socket(8265)
