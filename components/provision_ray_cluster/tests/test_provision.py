@@ -157,8 +157,8 @@ def test_queue_wait_is_reported_then_admitted_when_quota_frees_and_a_retry_adopt
                                           raycluster("filler", workers=1, cpu="4", memory="2Gi"))
     eventually(lambda: rayclusters(sbx)["filler"]["spec"].get("suspend") is False, 10, what="the filler's admission")
     outcome = {}
-    args = {"run_id": "r-queue", "cluster_name": "waiter", "local_queue": "local-queue-test", "num_workers": 1,
-            "head_cpu": "1", "worker_cpu": "1", "head_memory": "1Gi", "worker_memory": "1Gi", "admission_timeout": 120}
+    args = {"run_id": "r-queue", "cluster_name": "waiter", "local_queue": "local-queue-test", "num_workers": 0,
+            "head_cpu": "2", "head_memory": "1Gi", "admission_timeout": 120}  # head-only: 2 CPUs, 1 more than is free
     t = threading.Thread(target=lambda: outcome.update(zip(("result", "log"), run_local(COMPONENT, args), strict=True)))
     t.start()
     eventually(lambda: "waiter" in rayclusters(sbx) and rayclusters(sbx)["waiter"]["spec"].get("suspend"), 60,
