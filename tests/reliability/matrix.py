@@ -6,8 +6,9 @@ one fault. Rows run concurrently, each with a cluster of its own (`mx-<row>-<hex
 faults are keyed by that name, API faults are the cluster-scoped ones (the requests on that
 RayCluster only), so rows never see each other's faults. Concurrency is bounded by CPU slots
 (a row gives its slot back while it only waits, e.g. through a 3-minute outage) and by
-quota slots (the seed ClusterQueue admits 5 pods; a row whose head-only cluster will be
-admitted holds one until its quota is released), so no row waits in Kueue for another's.
+quota slots (the seed ClusterQueue admits 5 pods; a row whose cluster will be admitted holds one
+per pod of its Workload, a RayJob's submitter included, until its quota is released), so no row
+waits in Kueue for another's.
 
 What a row measures, in wall-clock seconds (time.time()):
   t_fault    when the fault happened (SIGTERM sent, outage began, job ended, ...);
@@ -534,7 +535,8 @@ class Row:
     fault: str  # what the summary table calls it
     expect: str  # the run's expected status: SUCCESS or FAILURE
     drive: Callable
-    quota: bool = True  # its cluster is admitted at some point (holds one of the quota slots)
+    quota: bool = True  # its cluster is admitted at some point (holds quota slots)
+    pods: int = 1  # pods its Workload counts: the slots it holds (a RayJob's K8sJobMode submitter is one)
     early: bool = False  # long: started first
 
 
@@ -625,6 +627,28 @@ class Ctx:
         self.notes.append(text)
 
 
+class Slots:
+    """A counting semaphore whose holders take several slots at once, first come, first served
+    (a row of 2 pods is not overtaken by rows of 1 while it waits)."""
+
+    def __init__(self, n: int):
+        self._free, self._queue, self._cond = n, [], threading.Condition()
+
+    def acquire(self, n: int = 1) -> None:
+        with self._cond:
+            me = object()
+            self._queue.append(me)
+            self._cond.wait_for(lambda: self._queue[0] is me and self._free >= n)
+            self._queue.pop(0)
+            self._free -= n
+            self._cond.notify_all()
+
+    def release(self, n: int = 1) -> None:
+        with self._cond:
+            self._free += n
+            self._cond.notify_all()
+
+
 class Matrix:
     """Runs the selected rows concurrently and hands each test its row's Result."""
 
@@ -635,7 +659,7 @@ class Matrix:
         self.client = SandboxClient(box.info)
         self.monitor = Monitor(box).start()
         self.cpu = threading.Semaphore(cpu_slots)
-        self.quota = threading.Semaphore(quota_slots)
+        self.quota = Slots(quota_slots)
         self._spacing_lock = threading.Lock()
         self._last_start = 0.0
         self.results: dict[str, Result] = {}
@@ -660,8 +684,8 @@ class Matrix:
         try:
             with contextlib.ExitStack() as stack:
                 if row.quota:
-                    self.quota.acquire()
-                    stack.callback(self.quota.release)
+                    self.quota.acquire(row.pods)
+                    stack.callback(self.quota.release, row.pods)
                 self.cpu.acquire()
                 stack.callback(self.cpu.release)
                 self._space_out()

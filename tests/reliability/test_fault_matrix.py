@@ -601,7 +601,7 @@ ROWS = [
     Row("image_pull_sidecar", "image pull failure (kube-rbac-proxy sidecar)", "FAILURE", image_pull_auth_sidecar),
     Row("taint", "untolerated taint", "FAILURE", untolerated_taint),
     Row("cold_gpu_node", "cold GPU node: image pull outlasts pods-ready timeout, evicted, readmitted warm", "SUCCESS",
-        cold_gpu_node, early=True),
+        cold_gpu_node, early=True, pods=2),
     Row("replica_failure", "ReplicaFailure (pod creates refused: quota)", "FAILURE", replica_failure),
     Row("head_crash", "head crash mid-job", "FAILURE", head_crash),
     Row("api_503", "API 503 bursts on create, poll, delete", "SUCCESS", api_burst("503")),
@@ -611,13 +611,13 @@ ROWS = [
     Row("auth_401", "401 (unknown token)", "FAILURE", auth_failure(401), quota=False),
     Row("auth_403", "403 (no role in the project)", "FAILURE", auth_failure(403), quota=False),
     Row("kill9_no_exit_handler", "kill -9 of follow, no exit handler (sweeper)", "FAILURE", kill9_follow_no_exit_handler),
-    Row("rj_job_fails", "rayjob: job exits non-zero", "FAILURE", rj_job_fails),
-    Row("rj_deadline", "rayjob: job passes activeDeadlineSeconds", "FAILURE", rj_deadline),
-    Row("rj_cancel_job_running", "rayjob: cancel while the job runs", "FAILURE", rj_cancel_job_running),
+    Row("rj_job_fails", "rayjob: job exits non-zero", "FAILURE", rj_job_fails, pods=2),
+    Row("rj_deadline", "rayjob: job passes activeDeadlineSeconds", "FAILURE", rj_deadline, pods=2),
+    Row("rj_cancel_job_running", "rayjob: cancel while the job runs", "FAILURE", rj_cancel_job_running, pods=2),
     Row("rj_kill9_swept_mid_job", "rayjob: kill -9 of the run, lease expired, swept mid-job (KubeRay ends it)",
-        "FAILURE", rj_kill9_swept_mid_job),
-    Row("rj_image_pull", "rayjob: image pull failure (Ray image)", "FAILURE", rj_image_pull),
-    Row("rj_head_crash", "rayjob: head crash mid-job", "FAILURE", rj_head_crash),
+        "FAILURE", rj_kill9_swept_mid_job, pods=2),
+    Row("rj_image_pull", "rayjob: image pull failure (Ray image)", "FAILURE", rj_image_pull, pods=2),
+    Row("rj_head_crash", "rayjob: head crash mid-job", "FAILURE", rj_head_crash, pods=2),
 ]
 
 
