@@ -16,9 +16,10 @@ kernel hands each proxy's connections to either server, so a client could be ser
 cluster's server or fail to start ("Initialization failure from server"). So each head's proxy
 draws from a block the sandbox holds machine-wide for the head's lifetime.
 
-Python daemons (ZYGOTE_ENV): a head's `ray start` forks its dashboard, Ray client server, log
-monitor and autoscaler monitor from one zygote that imported them once (rayzygote.py says how
-each stays Ray's own child).
+Python daemons (ZYGOTE_ENV): a head's `ray start` forks its dashboard, log monitor and
+autoscaler monitor from one zygote that imported them once, and the dashboard's forkserver
+(below) is a fork of the dashboard taken before it runs (rayzygote.py says how each stays Ray's
+own child).
 
 Dashboard modules (MODULES_ENV, e.g. "JobHead,NodeHead,ReportHead"). Ray 2.52's dashboard
 runs nine subprocess modules (ray/dashboard/head.py), each a process importing most of Ray;

@@ -45,6 +45,7 @@ SCRIPTS = {
     ("ray", "autoscaler", "_private", "monitor.py"): "ray.autoscaler._private.monitor",
 }
 MODULES = {"ray.util.client.server": "ray.util.client.server.server"}
+DASHBOARD = ("ray", "dashboard", "dashboard.py")
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 REQUEST_TIMEOUT_S = 60  # the zygote's imports, on a loaded machine, before its first fork
 MAX_MESSAGE = 1 << 20
@@ -269,6 +270,8 @@ def _become_daemon(sock: socket.socket, fds: list[int], request: dict, owner: in
         if request["unbuffered"]:
             for stream in (sys.stdout, sys.stderr):
                 stream.reconfigure(line_buffering=True, write_through=True)
+        if tuple(os.path.normpath(request.get("path", "")).split(os.sep)[-3:]) == DASHBOARD:
+            _forkserver_forked_here()
         _run(request)
     except BaseException:  # noqa: BLE001 - never return into the zygote's loop
         import traceback
@@ -276,6 +279,48 @@ def _become_daemon(sock: socket.socket, fds: list[int], request: dict, owner: in
         traceback.print_exc()
         os._exit(1)
     os._exit(0)
+
+
+def _forkserver_forked_here() -> None:
+    """Start the dashboard's multiprocessing forkserver (imagehooks: its subprocess modules start
+    from one) as a fork of this daemon before it runs, while it is still the zygote's clean state
+    with every dashboard module imported, instead of a fresh interpreter importing them again.
+    The forkserver is the same code on the same socket (in the node's temp dir), pipe and
+    preparation protocol; the dashboard finds it running when it starts its modules."""
+    try:
+        import kfp_ray_sandbox_imagehooks as hooks  # beside this module in the image
+    except ImportError:
+        return
+    node_dir = os.environ.get(hooks.NODE_ENV)
+    if not os.environ.get(hooks.MODULES_ENV) or not node_dir or not os.path.isdir(node_dir):
+        return
+    import tempfile
+    from multiprocessing import forkserver, process, util
+
+    process.current_process()._config["tempdir"] = tempfile.mkdtemp(prefix="pymp-", dir=node_dir)
+    spawn = util.spawnv_passfds
+
+    def fork_instead(path, args, passfds):  # the command is forkserver.main(listener, alive_r, ...)
+        keep = sorted(map(int, passfds))
+        pid = os.fork()
+        if pid == 0:
+            try:
+                low = 3
+                for fd in [*keep, os.sysconf("SC_OPEN_MAX")]:  # only what spawnv_passfds would pass
+                    os.closerange(low, fd)
+                    low = fd + 1
+                exec(args[args.index("-c") + 1], {})  # noqa: S102 - multiprocessing's own command
+            finally:
+                os._exit(0)
+        return pid
+
+    util.spawnv_passfds = fork_instead
+    try:
+        forkserver._forkserver.ensure_running()
+    except OSError:
+        pass  # the dashboard starts one itself, as Ray would
+    finally:
+        util.spawnv_passfds = spawn
 
 
 def _run(request: dict) -> None:

@@ -59,15 +59,18 @@ def test_a_head_runs_the_dashboard_modules_the_platform_uses_and_its_job_api_wor
             assert time.monotonic() < deadline, client.get_job_logs(job)
             time.sleep(0.5)
         assert client.get_job_status(job) == "SUCCEEDED" and "42" in client.get_job_logs(job)
-        modules = set()
+        modules, titles = set(), []
         for pid in head.pids():
             try:
-                title = psutil.Process(pid).cmdline()[0]
-            except (psutil.Error, IndexError):
+                title = " ".join(psutil.Process(pid).cmdline())
+            except psutil.Error:
                 continue
             if title.startswith("ray-dashboard-"):
                 modules.add(title.split()[0].removeprefix("ray-dashboard-").rsplit("-", 1)[0])
+                titles.append(title)
         assert modules == set(raynode.DASHBOARD_MODULES)
+        # their forkserver is a fork of the dashboard before it ran (Ray titles each module "<name> (<argv>)")
+        assert all("kfp_ray_sandbox_rayzygote" in t for t in titles), titles
         # started from a forkserver whose socket is in the node's temp dir (it goes with the node)
         assert imagehooks.NODE_ENV == raynode.NODE_ENV and list(head.temp_dir.glob("pymp-*/listener-*"))
 
