@@ -16,8 +16,8 @@ kernel hands each proxy's connections to either server, so a client could be ser
 cluster's server or fail to start ("Initialization failure from server"). So each head's proxy
 draws from a block the sandbox holds machine-wide for the head's lifetime.
 
-Python daemons (ZYGOTE_ENV): a head's `ray start` forks its dashboard, log monitor and
-autoscaler monitor from one zygote that imported them once, and the dashboard's forkserver
+Python daemons (ZYGOTE_ENV): a head's `ray start` forks its dashboard, Ray client server, log
+monitor and autoscaler monitor from one zygote that imported them once, and the dashboard's forkserver
 (below) is a fork of the dashboard taken before it runs (rayzygote.py says how each stays Ray's
 own child).
 

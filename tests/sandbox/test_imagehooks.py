@@ -74,15 +74,16 @@ def test_a_head_runs_the_dashboard_modules_the_platform_uses_and_its_job_api_wor
         # started from a forkserver whose socket is in the node's temp dir (it goes with the node)
         assert imagehooks.NODE_ENV == raynode.NODE_ENV and list(head.temp_dir.glob("pymp-*/listener-*"))
 
-        # The dashboard, log monitor and autoscaler monitor: forks of the zygote (its command line),
-        # each `ray start`'s own child, writing its own logs; the dashboard serves the port Ray gave it.
+        # The dashboard, Ray client server, log monitor and autoscaler monitor: forks of the zygote (its
+        # command line), each `ray start`'s own child, writing its own logs, serving the ports Ray gave.
         start = psutil.Process(head.proc.pid)
         forked = [p for p in start.children() if "kfp_ray_sandbox_rayzygote" in " ".join(p.cmdline())]
-        assert len(forked) == 4, [p.cmdline() for p in start.children()]  # the zygote and three daemons
+        assert len(forked) == 5, [p.cmdline() for p in start.children()]  # the zygote and four daemons
         listening = {c.laddr.port: p.pid for p in forked for c in p.net_connections("tcp") if c.status == "LISTEN"}
-        assert listening.get(ports["dashboard-port"]) in {p.pid for p in forked}
+        assert {listening.get(ports[k]) for k in ("dashboard-port", "ray-client-server-port")} <= {p.pid for p in forked}
         logs = head.temp_dir / "session_latest" / "logs"
-        assert all((logs / f).stat().st_size > 0 for f in ("dashboard.log", "log_monitor.log", "monitor.log"))
+        assert all((logs / f).stat().st_size > 0 for f in ("dashboard.log", "log_monitor.log", "monitor.log",
+                                                           "ray_client_server.err"))
         pids = head.pids()
     finally:
         head.stop()
