@@ -105,7 +105,8 @@ def run_ray_job(
         job_timeout: Seconds the job may run; with startup_timeout, KubeRay's
             activeDeadlineSeconds.
         ttl_seconds_after_finished: Seconds KubeRay keeps the cluster after the job ends
-            when this task is no longer there to delete it (0: at once).
+            when this task is no longer there to delete it (0: at once; HTTPMode: at least 10,
+            so that the last lines of the job's log can still be read).
         max_poll_seconds: Longest pause between job status checks.
         outage_tolerance_seconds: How long an unreachable dashboard is ridden out.
         lease_seconds: Length of the RayJob's lease (from each renewal).

@@ -123,6 +123,21 @@ def submitter_template(image: str, package: str, runtime_env: dict, entrypoint: 
         "resources": json.loads(json.dumps(SUBMITTER_RESOURCES))}]}}
 
 
+# HTTPMode has no submitter pod reading the log to its end before KubeRay counts the job as
+# over: KubeRay polls the dashboard and, with ttlSecondsAfterFinished 0, deletes the head while
+# Ray still sends the last second of the log (its tail reads the file about once a second), so
+# this task's final read met a refused connection and the log was lost. The cluster is kept this
+# long at the least; this task deletes the RayJob as soon as it has read the log, so the grace
+# only counts when the task is gone.
+HTTP_MODE_MIN_TTL_S = 10
+
+
+def effective_ttl(mode: str, ttl_seconds_after_finished: int) -> int:
+    """The ttlSecondsAfterFinished the RayJob gets (HTTP_MODE_MIN_TTL_S says why HTTPMode's has a floor)."""
+    ttl = int(ttl_seconds_after_finished)
+    return max(ttl, HTTP_MODE_MIN_TTL_S) if mode == "HTTPMode" else ttl
+
+
 def build(spec: cluster.ClusterSpec, queue: str, entrypoint: str, runtime_env: dict, job_id: str, mode: str,
           active_deadline_seconds: int, ttl_seconds_after_finished: int, lease_seconds: float,
           package: str | None = None) -> dict:
@@ -139,7 +154,7 @@ def build(spec: cluster.ClusterSpec, queue: str, entrypoint: str, runtime_env: d
         "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": dict(rc["metadata"].get("labels") or {}),
                      "annotations": dict(rc["metadata"].get("annotations") or {})},
         "spec": {"entrypoint": submitted, "jobId": job_id, "submissionMode": mode,
-                 "shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": int(ttl_seconds_after_finished),
+                 "shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": effective_ttl(mode, ttl_seconds_after_finished),
                  "activeDeadlineSeconds": int(active_deadline_seconds), "backoffLimit": 0, "suspend": True,
                  "rayClusterSpec": rc["spec"]},
     }
@@ -378,7 +393,8 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
                 rj, adopted = cluster.create_or_adopt(body, creation)
                 log(f"RayJob {spec.name} {'adopted' if adopted else 'created'} in {spec.namespace}, LocalQueue {queue}: "
                     f"KubeRay creates its cluster once Kueue admits it, submits `{entrypoint.strip()}` ({mode}) and "
-                    f"deletes the cluster {ttl_seconds_after_finished}s after the job ends, or {deadline_s}s after "
+                    f"deletes the cluster {effective_ttl(mode, ttl_seconds_after_finished)}s after the job ends (this "
+                    f"task sooner, once it has the job's log), or {deadline_s}s after "
                     "admission (activeDeadlineSeconds)")
                 renewer = lease.Renewer(spec.name, spec.namespace, lease_seconds, renew_every_seconds,
                                         first_in=0.0 if adopted else renew_every_seconds, kind=RAYJOB)
