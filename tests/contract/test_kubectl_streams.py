@@ -23,6 +23,7 @@ from kubernetes import client
 from kubernetes.client import ApiException
 from kubernetes.stream import portforward, stream
 
+from kfp_ray_sandbox.reaper import pid_alive
 from tests.contract.kubectl_cli import RUNNER, finish
 from tests.helpers import eventually
 
@@ -194,8 +195,7 @@ def test_exec_ends_with_its_client_and_with_its_container(core, gated_pod):
     pid = int(eventually(lambda: (ws.update(timeout=1), ws.peek_stdout())[1], 60, what="the command's pid").strip())
     assert psutil.pid_exists(pid)
     ws.close()
-    eventually(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 60,
-               what="the command to be killed")
+    eventually(lambda: not pid_alive(pid), 60, what="the command to be killed")  # gone or a zombie, in one read
     ws = stream(core.connect_get_namespaced_pod_exec, name, NS, command=["sh", "-c", "echo started; exec sleep 600"],
                 stderr=True, stdout=True, _preload_content=False)
     eventually(lambda: (ws.update(timeout=1), ws.peek_stdout())[1], 60, what="the command to start")
