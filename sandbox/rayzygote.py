@@ -363,8 +363,7 @@ def _run(request: dict) -> None:
     try:
         try:
             if "module" in request:
-                sys.argv = [request["module"], *request["argv"]]
-                runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+                _run_module(request)
             else:
                 sys.argv = [request["path"], *request["argv"]]
                 sys.path[0] = os.path.dirname(os.path.abspath(request["path"]))
@@ -374,9 +373,8 @@ def _run(request: dict) -> None:
             for name, (hs, level, propagate) in handlers.items():
                 lg = logging.getLogger(name or None)
                 lg.handlers[:], lg.level, lg.propagate = hs, level, propagate
-            sys.argv = [exec_.what["module"], *exec_.what["argv"]]
             sys.path[0] = os.getcwd()
-            runpy.run_module(exec_.what["module"], run_name="__main__", alter_sys=True)
+            _run_module(exec_.what)
     except SystemExit as e:
         code = e.code
     except BaseException:  # noqa: BLE001 - as the interpreter reports an uncaught exception
@@ -385,6 +383,14 @@ def _run(request: dict) -> None:
         traceback.print_exc()
         code = 1
     _exit_as_interpreter(code)
+
+
+def _run_module(what: dict) -> None:
+    """`python -m <module> argv...`, in this process."""
+    import runpy
+
+    sys.argv = [what["module"], *what["argv"]]
+    runpy.run_module(what["module"], run_name="__main__", alter_sys=True)
 
 
 def _exit_as_interpreter(code) -> None:
