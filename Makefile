@@ -11,14 +11,23 @@ WHEELS := $(VENV)/wheelhouse/wheelhouse.json
 
 venv: $(STAMP) $(WHEELS)
 
+WHEELHOUSE := $(BIN)/python -m kfp_ray_sandbox.wheelhouse --compiled compiled --constraints constraints.txt --out $(VENV)/wheelhouse --warm
+
+# The long install is one pip, on one core: the wheelhouse, which needs only PyYAML and the
+# sandbox's own modules (installed first, without their dependencies), builds on the other
+# core meanwhile. The full install then finds the editable sandbox there and adds its dependencies.
 $(STAMP): pyproject.toml sandbox/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e ./sandbox -e '.[test]'
+	$(BIN)/python -m pip install -q -c constraints.txt --no-deps PyYAML -e ./sandbox
+	$(WHEELHOUSE) & wheels=$$!; \
+	  $(BIN)/python -m pip install -q -c constraints.txt -e '.[test]' || { kill $$wheels; wait; exit 1; }; \
+	  wait $$wheels
 	touch $(STAMP)
+	touch $(WHEELS)
 
 $(WHEELS): $(STAMP) constraints.txt $(wildcard compiled/*.yaml compiled/components/*.yaml compiled/components/*/*.yaml)
-	$(BIN)/python -m kfp_ray_sandbox.wheelhouse --compiled compiled --constraints constraints.txt --out $(VENV)/wheelhouse --warm
+	$(WHEELHOUSE)
 
 demo: $(STAMP) $(WHEELS)
 	$(BIN)/kfp-ray run xgboost_tune --local

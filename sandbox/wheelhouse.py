@@ -208,6 +208,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", type=Path, default=ROOT)
     p.add_argument("--warm", action="store_true", help="also run each compiled install script once and keep its install")
     args = p.parse_args(argv)
+    if args.warm:
+        # now rather than after the download: at set-up a pip may be installing into this venv
+        # meanwhile (Makefile), and these need nothing it installs
+        from . import container, rayimage  # noqa: F401
+        from .pipelines_api import launcher  # noqa: F401
     out = build(args.out, args.compiled, args.constraints)
     print(f"wheelhouse: {len(list((out / 'files').iterdir()))} files in {out} (index {out / 'simple'})")
     if args.warm:
