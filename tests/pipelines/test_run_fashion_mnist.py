@@ -8,12 +8,18 @@ import re
 
 import pytest
 
+from tests.opt_in import full_only
 from tests.pipelines.cli_runs import run_cli, summary_metrics
 
 pytestmark = pytest.mark.ray
 
 
-@pytest.mark.parametrize("platform", ["rhoai-3.3", "rhoai-2.25"])
+# 2.25's platform (the `compile --rhoai 2.25` YAML, the CodeFlare operator's cluster, its CA) runs
+# end to end in every run through interactive_train, ray_training and the RayJob pipeline
+TWO_25 = "interactive_train's, test_job_contract's and test_run_rayjob's 2.25 runs, test_platform"
+
+
+@pytest.mark.parametrize("platform", ["rhoai-3.3", pytest.param("rhoai-2.25", marks=full_only(TWO_25))])
 def test_fashion_mnist_ray_train_through_the_cli_with_a_gpu_worker(platform):
     """On either release (2.25: the `compile --rhoai 2.25` YAML, the CodeFlare operator's
     cluster); 2.25 trains one epoch: the release differs in the platform, not the training."""
