@@ -27,11 +27,11 @@ def test_fashion_mnist_ray_train_through_the_cli_with_a_gpu_worker(platform):
     # machine, and two nodes still make it distributed. worker_gpus=1: the worker lands on the
     # pool's GPU node (the pipeline tolerates its taint) and its Ray node advertises the GPU;
     # training stays on CPU (use_gpu=false: there is no CUDA here).
-    epochs = 3 if platform == "rhoai-3.3" else 1
+    epochs = 2 if platform == "rhoai-3.3" else 1  # 2: several epochs and checkpoints, 0.72 here
     run = run_cli("fashion_mnist", f"epochs={epochs}", "num_workers=1", "worker_gpus=1", platform=platform)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert f"platform: {platform} " in run.stdout
     assert re.search(r"pods on nodes: head worker-\d, worker gpu-worker-0", run.stdout), run.stdout[-4000:]
     m = summary_metrics(run.stdout)
-    assert m["accuracy"] > (0.6 if epochs == 3 else 0.4) and m["workers"] == 2  # 10 classes: chance is 10%
+    assert m["accuracy"] > (0.6 if epochs == 2 else 0.4) and m["workers"] == 2  # 10 classes: chance is 10%
     assert re.search(r"[1-9]\d* checkpoint files, model yes", run.stdout)
