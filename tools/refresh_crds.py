@@ -16,7 +16,8 @@ OpenAPI definitions need swagger.json, the protobuf tables the *.proto files and
   argoproj.io_workflows.yaml         argoproj/argo-workflows v3.6.12 manifests/base/crds/minimal/ (the
                                      minimal CRD, schema-less spec and status, as DSPO installs it)
   kueue.x-k8s.io_<plural>.yaml       kubernetes-sigs/kueue v0.11.6, config/components/crd/bases/
-                                     (clusterqueues, localqueues, resourceflavors, workloads;
+                                     (clusterqueues, localqueues, resourceflavors, workloads,
+                                     workloadpriorityclasses;
                                      identical through v0.11.9; v1beta1 is the only version)
   gateway.networking.k8s.io_<plural>.yaml   openshift/cluster-ingress-operator release-4.19 (5b17879),
                                      pkg/manifests/assets/gateway-api/ (httproutes, gateways,

@@ -51,7 +51,9 @@ One pass does what these Kueue parts do, from one listing of each kind:
 
 Timers (PodsReady timeout, backoff, finalizer delay) run on `clock` (monotonic by default, a
 fake one in unit tests) from when this controller saw the event; the controller wakes for the
-next one. Not simulated: preemption, cohorts, admission checks, stopPolicy, priority classes,
+next one. Preemption within a ClusterQueue (spec.preemption.withinClusterQueue) and Workload
+priority from WorkloadPriorityClasses: kueue_preemption.py. Not simulated: cohorts (so no reclaim or
+borrowing preemption), admission checks, stopPolicy, scheduling.k8s.io PriorityClasses,
 ResourceFlavor/ClusterQueue finalizers, Workloads rebuilt when a suspended job's pod sets change.
 
 ORDER: what a watcher of a Kueue-managed RayJob sees. Kueue (v0.11.6 jobframework/reconciler.go
@@ -83,22 +85,25 @@ from .. import quantity
 from ..apiserver import errors
 from ..apiserver.selectors import selector_matches
 from ..platforms import platform as platform_profile
-from . import kueue_podset
+from . import kueue_podset, kueue_preemption
 from .base import Controller, owner_ref, record_event, set_condition
 from .kueue_jobs import (
     JOB_KINDS,
     aggregate,
     cluster_pod_sets,
+    immutable_priority_class,
     immutable_queue,
     validate_cluster_spec,
     validate_rayjob,
     workload_name_for,
 )
-from .kueue_quota import assign_flavors, missing_flavors, pod_requests, resource_groups
+from .kueue_quota import assign_flavors, missing_flavors, pod_requests, pod_set_requests, resource_groups
 
 __all__ = ["KueueController", "pod_requests", "ray_pod_sets", "workload_name"]
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"  # constants.WorkloadPriorityClassLabel
+WPC_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"  # constants.WorkloadPriorityClassSource
 MANAGED_LABEL = "kueue.openshift.io/managed"
 LEGACY_MANAGED_LABEL = "kueue-managed"
 DEFAULT_QUEUE_ANNOTATION = "kueue.x-k8s.io/default-queue"
@@ -191,6 +196,7 @@ class KueueController(Controller):
         self.lq_t = self.rt("kueue.x-k8s.io", "localqueues")
         self.cq_t = self.rt("kueue.x-k8s.io", "clusterqueues")
         self.rf_t = self.rt("kueue.x-k8s.io", "resourceflavors")
+        self.wpc_t = self.rt("kueue.x-k8s.io", "workloadpriorityclasses")
         self.ns_t = self.rt("", "namespaces")
         # Timers by Workload uid, on self.clock: when it was admitted, when its backoff ends,
         # when its finalizer became removable.
@@ -283,7 +289,7 @@ class KueueController(Controller):
                 name, errs = KUEUE_WEBHOOK, self._validate_ray_cluster(obj)
             else:
                 name, errs = KUEUE_RAYJOB_WEBHOOK, validate_rayjob(obj)
-            errs = immutable_queue(op, obj, old) + errs
+            errs = immutable_queue(op, obj, old) + immutable_priority_class(op, obj, old, self._kueue_at_least(0, 12)) + errs
             if errs:
                 raise errors.webhook_denied(name, aggregate(errs))
 
@@ -425,12 +431,34 @@ class KueueController(Controller):
         if job.suspended():
             if is_true(wl, "Admitted"):
                 self._start_job(job, wl)
+            elif self._kueue_at_least(0, 12) and not is_true(wl, "QuotaReserved") and \
+                    (rc["metadata"].get("labels") or {}).get(PRIORITY_CLASS_LABEL, "") != wl["spec"].get("priorityClassName", ""):
+                self._match_priority(job, wl)
             elif wl["spec"].get("queueName") != queue_name(rc):
                 self.store.mutate(self.wl_t, wl["metadata"]["namespace"], wl["metadata"]["name"],
                                   lambda o: o["spec"].update(queueName=queue_name(rc)))
             return
         if not is_true(wl, "Admitted"):
             self._stop_job(job, "Not admitted by cluster queue", wl)
+
+    def _match_priority(self, job, wl: dict) -> None:
+        """v0.12 updateWorkloadToMatchJob, for a suspended job whose priority-class label changed."""
+        priority = self._priority(job)
+        if priority is None:
+            return
+        ns, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
+
+        def match(o):
+            for key in ("priorityClassName", "priorityClassSource"):
+                o["spec"].pop(key, None)
+            o["spec"].update(priority)
+        if self.store.mutate(self.wl_t, ns, name, match) is not None:
+            self._event(job.obj, "Normal", "UpdatedWorkload", f"Updated not matching Workload for suspended job: {ns}/{name}",
+                        job.recorder)
+
+    def _kueue_at_least(self, major: int, minor: int) -> bool:
+        have = tuple(int(x) for x in self.platform.kueue.lstrip("v").split(".")[:2])
+        return have >= (major, minor)
 
     def _reconcile_child(self, job, ancestor: dict) -> None:
         """ReconcileGenericJob for a job whose ancestor Kueue manages: no Workload of its own; while
@@ -472,14 +500,30 @@ class KueueController(Controller):
             return "False", "WaitForRecovery", RECOVERING
         return "False", "WaitForStart", NOT_READY
 
+    def _priority(self, job) -> dict | None:
+        """jobframework prepareWorkload / ExtractPriority: the kueue.x-k8s.io/priority-class label's
+        WorkloadPriorityClass; None while it does not exist (Kueue then creates no Workload and no
+        event, and retries with backoff: the job stays suspended). Without the label, priority 0
+        (the sandbox serves no scheduling.k8s.io PriorityClass for a pod template to name)."""
+        name = (job.obj["metadata"].get("labels") or {}).get(PRIORITY_CLASS_LABEL, "")
+        if not name:
+            return {"priority": 0}
+        wpc = self.store.find(self.wpc_t, None, name)
+        if wpc is None:
+            return None
+        return {"priorityClassName": name, "priority": int(wpc.get("value") or 0), "priorityClassSource": WPC_SOURCE}
+
     def _create_workload(self, job) -> None:
         rc = job.obj
+        priority = self._priority(job)
+        if priority is None:
+            return
         wl = {
             "metadata": {"name": workload_name_for(job.kind, rc["metadata"]["name"], rc["metadata"]["uid"]),
                          "namespace": rc["metadata"]["namespace"],
                          "labels": {"kueue.x-k8s.io/job-uid": rc["metadata"]["uid"]},
                          "finalizers": [FINALIZER], "ownerReferences": [owner_ref(rc)]},
-            "spec": {"queueName": queue_name(rc), "podSets": job.pod_sets(), "priority": 0, "active": True},
+            "spec": {"queueName": queue_name(rc), "podSets": job.pod_sets(), **priority, "active": True},
         }
         try:
             created = self.store.create(self.wl_t, wl)
@@ -521,8 +565,7 @@ class KueueController(Controller):
 
     def _podset_label(self) -> bool:
         """Whether this Kueue labels started pod templates kueue.x-k8s.io/podset (v0.12 on)."""
-        major, minor = (int(x) for x in self.platform.kueue.lstrip("v").split(".")[:2])
-        return (major, minor) >= (0, 12)
+        return self._kueue_at_least(0, 12)
 
     def _stop_job(self, job, message: str, wl: dict | None = None) -> None:
         """stopJob: suspend (KubeRay then deletes the pods) with the pod templates as the Workload
@@ -671,6 +714,10 @@ class KueueController(Controller):
                     continue  # never blocks a StrictFIFO queue (queue/cluster_queue.go requeueIfNotPresent)
                 assigned, message = assign_flavors(cq, wl, usage[cq_name], flavors)
                 if assigned is None:
+                    victims = self._preemption_targets(cq, wl, usage[cq_name], flavors)
+                    if victims:  # scheduler.go: not admitted this cycle, requeued at once
+                        self._preempt(wl, victims)
+                        message += f". Pending the preemption of {len(victims)} workload(s)"
                     self._pending(wl, message)
                     if strict:
                         break
@@ -681,6 +728,62 @@ class KueueController(Controller):
                         usage[cq_name][key] = usage[cq_name].get(key, Fraction(0)) + val
                 self._admit(wl, cq_name, assigned, now)
         return usage
+
+    def _preemption_targets(self, cq: dict, wl: dict, used: dict, flavors: dict) -> list[dict]:
+        """The Workloads of this ClusterQueue whose quota `wl` may take (kueue_preemption.py)."""
+        within = kueue_preemption.policy(cq)
+        if within == "Never":
+            return []
+        cq_name = cq["metadata"]["name"]
+        wanted = {res for ps in wl["spec"]["podSets"] for res in pod_set_requests(cq, ps)}
+        prio, ts = wl["spec"].get("priority") or 0, self._queue_order(wl)[1]
+
+        def usage_of(w):
+            out = {}
+            for psa in w["status"]["admission"].get("podSetAssignments") or []:
+                for res, q in (psa.get("resourceUsage") or {}).items():
+                    key = ((psa.get("flavors") or {}).get(res, ""), res)
+                    out[key] = out.get(key, Fraction(0)) + quantity.parse(q)
+            return out
+
+        candidates = [w for w in self._wls.values() if w is not wl and self._reserving(w)
+                      and w["status"]["admission"]["clusterQueue"] == cq_name
+                      and any(res in wanted for _, res in usage_of(w))
+                      and kueue_preemption.allowed(within, prio, ts, w["spec"].get("priority") or 0, self._queue_order(w)[1])]
+        if not candidates:
+            return []
+
+        def order(w):  # CandidatesOrdering: evicted, then lower priority, then the latest reservation
+            uid = w["metadata"]["uid"]  # (then Kueue's uid; here creation order, for repeatable tests)
+            return (not is_true(w, "Evicted"), w["spec"].get("priority") or 0, -self._admitted_at.get(uid, 0.0),
+                    -self._created.get(uid, 0))
+
+        def fits(removed):
+            freed = dict(used)
+            for w in removed:
+                for key, q in usage_of(w).items():
+                    freed[key] = freed.get(key, Fraction(0)) - q
+            return assign_flavors(cq, wl, freed, flavors)[0] is not None
+        return kueue_preemption.targets(candidates, order, fits)
+
+    def _preempt(self, preemptor: dict, victims: list[dict]) -> None:
+        """IssuePreemptions: each target not yet evicted gets Evicted (Preempted) and Preempted
+        (InClusterQueue) in one status write, and events on its Workload; the job reconciler then
+        stops its job and releases the quota once KubeRay has stopped it."""
+        msg = kueue_preemption.message(preemptor)
+        for victim in victims:
+            if is_true(victim, "Evicted"):
+                continue  # "Preemption ongoing": still counted
+
+            def evict(o):
+                _set(o, "Evicted", "True", "Preempted", msg)
+                _set(o, "Preempted", "True", "InClusterQueue", msg)
+            written = self._write_status(victim, evict)
+            if written is None:
+                continue
+            if self._kueue_at_least(0, 12):  # workload.Evict reports the eviction (v0.12)
+                record_event(self.store, self.registry, written, "Normal", "EvictedDueToPreempted", msg, SCHEDULER)
+            record_event(self.store, self.registry, written, "Normal", "Preempted", msg, SCHEDULER)
 
     def _backoff_expired(self, wl: dict, now: float) -> bool:
         """queue.ClusterQueue.backoffWaitingTimeExpired."""
@@ -722,7 +825,8 @@ class KueueController(Controller):
             for type_ in ("Evicted", "Preempted"):
                 old = condition(o, type_)
                 if old:
-                    old.update(status="False", reason="QuotaReserved", message="Previously: " + old["message"],
+                    keep = old["message"].startswith("Previously: ") and self._kueue_at_least(0, 12)  # preservePreviousMessage
+                    old.update(status="False", reason="QuotaReserved", message=old["message"] if keep else "Previously: " + old["message"],
                                lastTransitionTime=_rfc3339(time.time()))
             _set(o, "Admitted", "True", "Admitted", "The workload is admitted")
         admitted = self._write_status(wl, fn)

@@ -223,6 +223,21 @@ def immutable_queue(op: str, obj: dict, old: dict | None) -> list[str]:
     return []
 
 
+def immutable_priority_class(op: str, obj: dict, old: dict | None, while_suspended: bool) -> list[str]:
+    """ValidateUpdateForWorkloadPriorityClassName: the kueue.x-k8s.io/priority-class label is immutable
+    (v0.11); from v0.12 (validateJobUpdateForWorkloadPriorityClassName) it may change while the job is
+    suspended, to a non-empty name."""
+    if op != "UPDATE" or old is None:
+        return []
+    label = "kueue.x-k8s.io/priority-class"
+    new_name = (obj["metadata"].get("labels") or {}).get(label, "")
+    if new_name == (old["metadata"].get("labels") or {}).get(label, ""):
+        return []
+    if while_suspended and (obj.get("spec") or {}).get("suspend") and new_name:
+        return []
+    return [f'metadata.labels[{label}]: Invalid value: "{new_name}": field is immutable']
+
+
 def aggregate(errs: list[str]) -> str:
     """field.ErrorList.ToAggregate().Error(): one message, or [a, b]."""
     return errs[0] if len(errs) == 1 else f"[{', '.join(errs)}]"

@@ -1,0 +1,111 @@
+"""Kueue preemption in the running sandbox, through the real kubernetes client: a higher-priority
+RayCluster or RayJob takes a lower one's quota (ClusterQueue withinClusterQueue: LowerPriority),
+KubeRay stops the victim, and it is readmitted when the quota frees. No Ray: the clusters' pods
+stay starting (slow_start), which Kueue treats as it treats a running cluster's until KubeRay
+reports it stopped (sandbox/controllers/kueue_preemption.py; the running case: tests/unit)."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client as k8s
+
+from tests.helpers import eventually, raycluster
+from tests.sandbox.test_rayjob import rayjob
+
+NS = "sandbox"
+KUEUE = ("kueue.x-k8s.io", "v1beta1")
+RAY = ("ray.io", "v1", NS)
+
+
+def cond(obj, type_):
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions", []) if c["type"] == type_), None)
+
+
+@pytest.fixture
+def preempting_queue(sbx):
+    """The sandbox's ClusterQueue with withinClusterQueue LowerPriority and two WorkloadPriorityClasses,
+    restored afterwards; the test's clusters never start Ray."""
+    api = sbx.api_client()
+    co, v1 = k8s.CustomObjectsApi(api), k8s.CoreV1Api(api)
+    sbx.set_faults({"clusters": {"pre-*": {"slow_start": 600}}})
+    for name, value in (("pre-low", 100), ("pre-high", 1000)):
+        co.create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
+            "value": value, "description": f"kfp-ray test: {name}"})
+    co.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cluster-queue",
+                                   {"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}})
+    try:
+        yield co, v1
+    finally:
+        co.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cluster-queue",
+                                       {"spec": {"preemption": {"withinClusterQueue": "Never"}}})
+        for name in ("pre-low", "pre-high"):
+            co.delete_cluster_custom_object(*KUEUE, "workloadpriorityclasses", name)
+
+
+def workload_of(co, kind, name):
+    return next((w for w in co.list_namespaced_custom_object(*KUEUE, NS, "workloads")["items"]
+                 if w["metadata"]["ownerReferences"][0]["kind"] == kind and w["metadata"]["ownerReferences"][0]["name"] == name),
+                None)
+
+
+def events_about(v1, name):
+    return {(e.reason, e.message) for e in v1.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items}
+
+
+def labelled(body, priority):
+    body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
+    return body
+
+
+def test_a_higher_priority_raycluster_preempts_a_lower_one_which_comes_back_when_it_goes(preempting_queue):
+    co, v1 = preempting_queue
+    co.create_namespaced_custom_object(*RAY, "rayclusters", labelled(raycluster("pre-low", workers=0, cpu="5"), "pre-low"))
+    eventually(lambda: (co.get_namespaced_custom_object(*RAY, "rayclusters", "pre-low")["spec"].get("suspend") is False),
+               30, what="pre-low to be admitted")
+    co.create_namespaced_custom_object(*RAY, "rayclusters", labelled(raycluster("pre-high", workers=0, cpu="5"), "pre-high"))
+    high = eventually(lambda: (w := workload_of(co, "RayCluster", "pre-high")) and cond(w, "Admitted")
+                      and cond(w, "Admitted")["status"] == "True" and w, 30, what="pre-high to be admitted")
+    low = workload_of(co, "RayCluster", "pre-low")
+    msg = (f"Preempted to accommodate a workload (UID: {high['metadata']['uid']}, JobUID: "
+           f"{high['metadata']['labels']['kueue.x-k8s.io/job-uid']}) due to prioritization in the ClusterQueue")
+    assert (low["spec"]["priority"], high["spec"]["priority"]) == (100, 1000)
+    assert (cond(low, "Evicted")["reason"], cond(low, "Evicted")["message"]) == ("Preempted", msg)
+    assert (cond(low, "Preempted")["reason"], cond(low, "Requeued")["reason"]) == ("InClusterQueue", "Preempted")
+    assert co.get_namespaced_custom_object(*RAY, "rayclusters", "pre-low")["spec"]["suspend"] is True
+    assert ("Stopped", msg) in events_about(v1, "pre-low")
+    assert {("Preempted", msg), ("EvictedDueToPreempted", msg)} <= events_about(v1, low["metadata"]["name"])  # 3.3: v0.12
+    assert any(r == "Pending" and m.endswith(". Pending the preemption of 1 workload(s)")
+               for r, m in events_about(v1, high["metadata"]["name"]))
+
+    co.delete_namespaced_custom_object(*RAY, "rayclusters", "pre-high")
+    low = eventually(lambda: (w := workload_of(co, "RayCluster", "pre-low")) and cond(w, "Admitted")["status"] == "True" and w,
+                     30, what="pre-low to be readmitted")
+    assert (cond(low, "Evicted")["status"], cond(low, "Evicted")["message"]) == ("False", "Previously: " + msg)
+    assert co.get_namespaced_custom_object(*RAY, "rayclusters", "pre-low")["spec"]["suspend"] is False
+
+
+def test_a_preempted_rayjob_is_suspended_and_comes_back_with_a_new_cluster_and_job_id(preempting_queue):
+    co, v1 = preempting_queue
+    co.create_namespaced_custom_object(*RAY, "rayjobs", labelled(rayjob("pre-low-job"), "pre-low"))
+    first = eventually(lambda: (s := co.get_namespaced_custom_object(*RAY, "rayjobs", "pre-low-job").get("status") or {})
+                       .get("jobDeploymentStatus") == "Initializing" and s.get("rayClusterName") and s, 30,
+                       what="pre-low-job to be admitted and its cluster created")
+    big = labelled(raycluster("pre-high", workers=0, cpu="8"), "pre-high")
+    co.create_namespaced_custom_object(*RAY, "rayclusters", big)
+    eventually(lambda: (s := co.get_namespaced_custom_object(*RAY, "rayjobs", "pre-low-job").get("status") or {})
+               .get("jobDeploymentStatus") == "Suspended" and s, 30, what="KubeRay to suspend the preempted RayJob")
+    gone = co.get_namespaced_custom_object(*RAY, "rayjobs", "pre-low-job")["status"]
+    assert not gone.get("jobId") and not gone.get("rayClusterName")
+    eventually(lambda: first["rayClusterName"] not in {rc["metadata"]["name"] for rc in
+                                                       co.list_namespaced_custom_object(*RAY, "rayclusters")["items"]},
+               30, what="KubeRay to delete the preempted RayJob's cluster")
+    eventually(lambda: (w := workload_of(co, "RayCluster", "pre-high")) and cond(w, "Admitted")["status"] == "True",
+               30, what="pre-high to be admitted")
+
+    co.delete_namespaced_custom_object(*RAY, "rayclusters", "pre-high")
+    again = eventually(lambda: (s := co.get_namespaced_custom_object(*RAY, "rayjobs", "pre-low-job").get("status") or {})
+                       .get("jobDeploymentStatus") == "Initializing" and s.get("rayClusterName") and s, 30,
+                       what="pre-low-job to be readmitted")
+    assert again["rayClusterName"] != first["rayClusterName"] and again["jobId"] != first["jobId"]
+    assert again["jobId"].startswith("pre-low-job-")
