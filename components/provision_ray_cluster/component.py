@@ -11,6 +11,7 @@ def provision_ray_cluster(
     cluster_name: str = "",
     namespace: str = "",
     local_queue: str = "",
+    priority_class: str = "",
     num_workers: int = 1,
     head_cpu: str = "1",
     head_memory: str = "4Gi",
@@ -67,6 +68,9 @@ def provision_ray_cluster(
         local_queue: Kueue LocalQueue; empty uses the namespace's default-queue LocalQueue,
             else the one named "default"; where LocalQueues are not readable (RHOAI's
             pipeline-runner) always "default" (kfp-ray run/submit/schedule pass the default).
+        priority_class: Kueue WorkloadPriorityClass of the cluster's Workload (label
+            kueue.x-k8s.io/priority-class; must exist where readable); empty: priority 0.
+            Where the ClusterQueue allows preemption, a higher class may take a lower one's quota.
         num_workers: Number of Ray worker pods (0 for a head-only cluster).
         head_cpu: CPU request of the head, e.g. "1" or "500m".
         head_memory: Memory request of the head, e.g. "4Gi".
@@ -106,7 +110,7 @@ def provision_ray_cluster(
 
     from kfp_ray.tasks import provision
 
-    p = provision(run_id=run_id, task_name=task_name, task_id=task_id, cluster_name=cluster_name, namespace=namespace, local_queue=local_queue,
+    p = provision(run_id=run_id, task_name=task_name, task_id=task_id, cluster_name=cluster_name, namespace=namespace, local_queue=local_queue, priority_class=priority_class,
                   num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,
                   worker_memory=worker_memory, head_cpu_limit=head_cpu_limit, head_memory_limit=head_memory_limit,
                   worker_cpu_limit=worker_cpu_limit, worker_memory_limit=worker_memory_limit, worker_gpus=worker_gpus,

@@ -16,6 +16,7 @@ def run_ray_job(
     job_name: str = "",
     namespace: str = "",
     local_queue: str = "",
+    priority_class: str = "",
     num_workers: int = 1,
     head_cpu: str = "1",
     head_memory: str = "4Gi",
@@ -77,6 +78,9 @@ def run_ray_job(
         local_queue: Kueue LocalQueue; empty uses the namespace's default-queue LocalQueue,
             else the one named "default"; where LocalQueues are not readable (RHOAI's
             pipeline-runner) always "default" (kfp-ray run/submit/schedule pass the default).
+        priority_class: Kueue WorkloadPriorityClass of the cluster's Workload (label
+            kueue.x-k8s.io/priority-class; must exist where readable); empty: priority 0.
+            Where the ClusterQueue allows preemption, a higher class may take a lower one's quota.
         num_workers: Number of Ray worker pods (0 for a head-only cluster).
         head_cpu: CPU request of the head, e.g. "1" or "500m".
         head_memory: Memory request of the head, e.g. "4Gi".
@@ -135,7 +139,7 @@ def run_ray_job(
     # the folder the embedded code/ is in (kfp_ray may be the image's: an --image build)
     embedded_root = globals().get("__KFP_EMBEDDED_ASSET_DIR") or os.path.dirname(os.path.dirname(kfp_ray.__file__))
     ran = run_job(run_id=run_id, entrypoint=entrypoint, task_name=task_name, task_id=task_id, job_name=job_name,
-                  namespace=namespace, local_queue=local_queue, num_workers=num_workers, head_cpu=head_cpu,
+                  namespace=namespace, local_queue=local_queue, priority_class=priority_class, num_workers=num_workers, head_cpu=head_cpu,
                   head_memory=head_memory, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=worker_gpus,
                   image=image, env=env, data_connection=data_connection, tolerations=tolerations,
                   node_selector=node_selector, labels=labels, working_dir=working_dir,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from . import kube, lease
 from .errors import AccessDenied, Cancelled, ClusterError, ForeignCluster, InputError
-from .queues import nominal_quota
+from .queues import PRIORITY_CLASS_LABEL, check_priority_class, nominal_quota
 from .queues import resolve_queue as _resolve_queue
 from .rayclusters import (
     GONE_TIMEOUT,
@@ -48,6 +48,7 @@ class ClusterSpec:
     task_name: str = ""  # dsl.PIPELINE_TASK_NAME_PLACEHOLDER
     task_id: str = ""    # dsl.PIPELINE_TASK_ID_PLACEHOLDER
     local_queue: str = ""
+    priority_class: str = ""  # a Kueue WorkloadPriorityClass: how this cluster's Workload ranks, and who preempts whom
     num_workers: int = 1
     head_cpu: str = "1"
     head_cpu_limit: str = ""
@@ -98,6 +99,8 @@ class ClusterSpec:
         if self.local_queue:
             # Kueue v0.11 (jobframework ValidateQueueName): a DNS-1123 subdomain, in a label (63 at most)
             c.dns_subdomain("local_queue", self.local_queue, max_len=63)
+        if self.priority_class:  # a WorkloadPriorityClass name, in a label
+            c.dns_subdomain("priority_class", self.priority_class, max_len=63)
         if self.data_connection:
             c.dns_subdomain("data_connection", self.data_connection)
         if self.image:
@@ -121,8 +124,10 @@ class Provisioned:
 
 # --- preflight: API checks before anything is created ---------------------------------
 def resolve_queue(spec: ClusterSpec) -> str:
-    """The LocalQueue to use (see queues.resolve_queue)."""
-    return _resolve_queue(spec.namespace, spec.local_queue)
+    """The LocalQueue to use (see queues.resolve_queue); the priority class checked with it."""
+    queue = _resolve_queue(spec.namespace, spec.local_queue)
+    check_priority_class(spec.priority_class)
+    return queue
 
 
 def check_namespace(spec: ClusterSpec) -> None:
@@ -254,6 +259,8 @@ def build_manifest(spec: ClusterSpec, queue: str, lease_seconds: float = lease.D
     meta.setdefault("labels", {}).update({
         QUEUE_LABEL: queue, RUN_LABEL: label_value(spec.run_id), TASK_LABEL: identity_label(spec.identity),
         MANAGED_BY[0]: MANAGED_BY[1]})
+    if spec.priority_class:  # Kueue reads it on the top-level job (the RayJob copies these labels)
+        meta["labels"][PRIORITY_CLASS_LABEL] = spec.priority_class
     meta.setdefault("annotations", {}).update({lease.RUN_ID_ANNOTATION: spec.run_id, TASK_LABEL: spec.identity})
     lease.stamp(body, lease_seconds)
     templates = [body["spec"]["headGroupSpec"]["template"]] + [g["template"] for g in body["spec"].get("workerGroupSpecs", [])]

@@ -54,6 +54,28 @@ def read_local_queue(namespace: str, name: str) -> dict:
     return got
 
 
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def check_priority_class(name: str) -> None:
+    """The WorkloadPriorityClass a job names must exist: where it does not, Kueue creates no
+    Workload and records no event, and the cluster would wait until admission_timeout. Checked
+    where this service account may read it (pipeline-runner may not: then only logged)."""
+    if not name:
+        return
+    try:
+        kube.custom().get_cluster_custom_object(*KUEUE, "workloadpriorityclasses", name)
+    except Exception as exc:  # noqa: BLE001
+        if kube.not_found(exc):
+            raise InputError("priority_class", f"WorkloadPriorityClass {name!r} does not exist",
+                             "use one listed by `oc get workloadpriorityclasses`, or leave it empty for the "
+                             "queue's default priority") from None
+        if not kube.forbidden(exc):
+            raise
+        log(f"cannot verify WorkloadPriorityClass {name!r} (this service account may not read Kueue objects); "
+            "using it as given: if it does not exist, the cluster waits until admission_timeout")
+
+
 def resolve_queue(namespace: str, local_queue: str) -> str:
     """The LocalQueue to use: the given one (checked where readable); else the namespace's
     LocalQueue annotated kueue.x-k8s.io/default-queue=true, else the one named `default`."""

@@ -43,7 +43,8 @@ def cluster_spec(run_id: str, name: str, task_name: str, task_id: str, namespace
                                node_selector=dict(node_selector or {}), labels=dict(labels or {}), **shape)
 
 
-def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_queue: str = "", num_workers: int = 1,
+def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_queue: str = "", priority_class: str = "",
+              num_workers: int = 1,
               head_cpu: str = "1", head_memory: str = "4Gi", worker_cpu: str = "1", worker_memory: str = "4Gi",
               head_cpu_limit: str = "", head_memory_limit: str = "", worker_cpu_limit: str = "",
               worker_memory_limit: str = "", worker_gpus: int = 0, image: str = "", env: dict | None = None,
@@ -57,7 +58,8 @@ def provision(run_id: str, cluster_name: str = "", namespace: str = "", local_qu
     image_pull_grace: how long an image may keep failing to pull (default
     diagnose.IMAGE_PULL_GRACE; not a component input, tests shorten it)."""
     spec = cluster_spec(run_id, cluster_name, task_name, task_id, namespace, pip_index_url, pip_trusted_host, env,
-                        tolerations, node_selector, labels, local_queue=local_queue, num_workers=num_workers,
+                        tolerations, node_selector, labels, local_queue=local_queue, priority_class=priority_class,
+                        num_workers=num_workers,
                         head_cpu=head_cpu, head_cpu_limit=head_cpu_limit, head_memory=head_memory,
                         head_memory_limit=head_memory_limit, worker_cpu=worker_cpu, worker_cpu_limit=worker_cpu_limit,
                         worker_memory=worker_memory, worker_memory_limit=worker_memory_limit, worker_gpus=worker_gpus,
@@ -342,7 +344,8 @@ def drive(dashboard_url: str, cluster_name: str, namespace: str, driver: str, fu
 
 
 def run_job(run_id: str, entrypoint: str, task_name: str = "", task_id: str = "", job_name: str = "",
-            namespace: str = "", local_queue: str = "", num_workers: int = 1, head_cpu: str = "1",
+            namespace: str = "", local_queue: str = "", priority_class: str = "", num_workers: int = 1,
+            head_cpu: str = "1",
             head_memory: str = "4Gi", worker_cpu: str = "1", worker_memory: str = "4Gi", head_cpu_limit: str = "",
             head_memory_limit: str = "", worker_cpu_limit: str = "", worker_memory_limit: str = "",
             worker_gpus: int = 0, image: str = "", env: dict | None = None, data_connection: str = "",
@@ -360,7 +363,8 @@ def run_job(run_id: str, entrypoint: str, task_name: str = "", task_id: str = ""
 
     derived = not job_name
     spec = cluster_spec(run_id, job_name, task_name, task_id, namespace, pip_index_url, pip_trusted_host, env,
-                        tolerations, node_selector, labels, local_queue=local_queue, num_workers=num_workers,
+                        tolerations, node_selector, labels, local_queue=local_queue, priority_class=priority_class,
+                        num_workers=num_workers,
                         head_cpu=head_cpu, head_cpu_limit=head_cpu_limit, head_memory=head_memory,
                         head_memory_limit=head_memory_limit, worker_cpu=worker_cpu, worker_cpu_limit=worker_cpu_limit,
                         worker_memory=worker_memory, worker_memory_limit=worker_memory_limit, worker_gpus=worker_gpus,

@@ -7,6 +7,7 @@ import contextlib
 
 import pytest
 from kubernetes import client as k8s
+from kubernetes import watch
 
 from kfp_ray import kube, queues, tasks
 from kfp_ray.errors import InputError, StartupTimeout
@@ -124,3 +125,45 @@ def test_in_a_pod_the_service_account_namespace_is_the_tasks_own(box, sbx, as_pi
         tasks.provision(run_id="r-pod", cluster_name="in-a-pod", namespace="sandbox", local_queue="local-queue-test",
                         **SMALL)
     assert [e for e in sbx.audit() if e["method"] == "POST"] == before
+
+
+def test_a_missing_priority_class_is_refused_before_anything_is_created(box, sbx, as_admin):
+    """Kueue would create no Workload and say nothing: the cluster would wait out admission_timeout."""
+    before = [e for e in sbx.audit() if e["method"] == "POST"]
+    with pytest.raises(InputError) as exc:
+        tasks.provision(run_id="r-no-class", cluster_name="no-class", local_queue="local-queue-test",
+                        priority_class="nightly-batch", **SMALL)
+    assert exc.value.field == "priority_class"
+    assert "WorkloadPriorityClass 'nightly-batch' does not exist" in str(exc.value)
+    assert "oc get workloadpriorityclasses" in str(exc.value)
+    assert [e for e in sbx.audit() if e["method"] == "POST"] == before
+
+
+def test_the_priority_class_labels_the_cluster_and_ranks_its_workload(box, sbx, as_pipeline_runner, capsys):
+    """As pipeline-runner (no Kueue reads): the class is taken as given, said so, and Kueue gives
+    the Workload its value."""
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    co.create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": "pc-batch"},
+        "value": 250})
+    sbx.set_faults({"clusters": {"ranked": {"slow_start": 300}}})
+    since = co.list_namespaced_custom_object(*KUEUE, "sandbox", "workloads")["metadata"]["resourceVersion"]
+    try:
+        with pytest.raises(StartupTimeout):  # and the failed provision deletes its cluster, Workload too
+            tasks.provision(run_id="r-ranked", cluster_name="ranked", local_queue="local-queue-test",
+                            priority_class="pc-batch", startup_timeout=2, **SMALL)
+        assert "cannot verify WorkloadPriorityClass 'pc-batch'" in capsys.readouterr().out
+        # the Workload as Kueue created it: the watch replays what happened since `since`
+        created = [ev["object"] for ev in watch.Watch().stream(co.list_namespaced_custom_object, *KUEUE, "sandbox",
+                                                               "workloads", resource_version=since, timeout_seconds=2)
+                   if ev["type"] == "ADDED" and ev["object"]["metadata"]["ownerReferences"][0]["name"] == "ranked"]
+        assert [(w["spec"]["priorityClassName"], w["spec"]["priority"]) for w in created] == [("pc-batch", 250)]
+    finally:
+        co.delete_cluster_custom_object(*KUEUE, "workloadpriorityclasses", "pc-batch")
+
+
+def test_priority_class_must_be_a_label_value():
+    spec = tasks.cluster_spec("r", "c", "", "", "sandbox", "", "", None, None, None, None, priority_class="Low Priority!")
+    with pytest.raises(InputError) as exc:
+        spec.check()
+    assert exc.value.field == "priority_class"
