@@ -64,7 +64,8 @@ def check_priority_class(name: str) -> None:
     if not name:
         return
     try:
-        kube.custom().get_cluster_custom_object(*KUEUE, "workloadpriorityclasses", name)
+        kube.call(kube.custom().get_cluster_custom_object, *KUEUE, "workloadpriorityclasses", name,
+                  what="read the WorkloadPriorityClass")
     except Exception as exc:  # noqa: BLE001
         if kube.not_found(exc):
             raise InputError("priority_class", f"WorkloadPriorityClass {name!r} does not exist",

@@ -89,6 +89,7 @@ from . import kueue_podset, kueue_preemption
 from .base import Controller, owner_ref, record_event, set_condition
 from .kueue_jobs import (
     JOB_KINDS,
+    PRIORITY_CLASS_LABEL,
     aggregate,
     cluster_pod_sets,
     immutable_priority_class,
@@ -102,7 +103,6 @@ from .kueue_quota import assign_flavors, missing_flavors, pod_requests, pod_set_
 __all__ = ["KueueController", "pod_requests", "ray_pod_sets", "workload_name"]
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"  # constants.WorkloadPriorityClassLabel
 WPC_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"  # constants.WorkloadPriorityClassSource
 MANAGED_LABEL = "kueue.openshift.io/managed"
 LEGACY_MANAGED_LABEL = "kueue-managed"
@@ -170,6 +170,21 @@ def _set(obj: dict, type_: str, status: str, reason: str, message: str) -> None:
     st = obj.setdefault("status", {})
     st["conditions"] = set_condition(st.get("conditions"), type_, status, reason, message,
                                      obj["metadata"].get("generation"))
+
+
+def _admission_usage(wl: dict) -> dict[tuple[str, str], Fraction]:
+    """What a Workload's admission reserves, per (flavor, resource): what the cache counts."""
+    used: dict[tuple[str, str], Fraction] = {}
+    for psa in wl["status"]["admission"].get("podSetAssignments") or []:
+        for res, q in (psa.get("resourceUsage") or {}).items():
+            key = ((psa.get("flavors") or {}).get(res, ""), res)
+            used[key] = used.get(key, Fraction(0)) + quantity.parse(q)
+    return used
+
+
+def _add_usage(into: dict[tuple[str, str], Fraction], usage: dict[tuple[str, str], Fraction], sign: int = 1) -> None:
+    for key, q in usage.items():
+        into[key] = into.get(key, Fraction(0)) + sign * q
 
 
 def _unset_quota_reservation(obj: dict, reason: str, message: str) -> None:
@@ -686,11 +701,7 @@ class KueueController(Controller):
             if is_true(wl, "Finished"):
                 continue  # out of the cache: its quota is free
             if is_true(wl, "QuotaReserved") and admission:  # the cache counts what the admission recorded
-                used = usage.setdefault(admission["clusterQueue"], {})
-                for psa in admission.get("podSetAssignments") or []:
-                    for res, q in (psa.get("resourceUsage") or {}).items():
-                        key = ((psa.get("flavors") or {}).get(res, ""), res)
-                        used[key] = used.get(key, Fraction(0)) + quantity.parse(q)
+                _add_usage(usage.setdefault(admission["clusterQueue"], {}), _admission_usage(wl))
                 continue
             lq = lqs.get((wl["metadata"]["namespace"], wl["spec"].get("queueName", "")))
             cq_name = ((lq or {}).get("spec") or {}).get("clusterQueue")
@@ -737,18 +748,9 @@ class KueueController(Controller):
         cq_name = cq["metadata"]["name"]
         wanted = {res for ps in wl["spec"]["podSets"] for res in pod_set_requests(cq, ps)}
         prio, ts = wl["spec"].get("priority") or 0, self._queue_order(wl)[1]
-
-        def usage_of(w):
-            out = {}
-            for psa in w["status"]["admission"].get("podSetAssignments") or []:
-                for res, q in (psa.get("resourceUsage") or {}).items():
-                    key = ((psa.get("flavors") or {}).get(res, ""), res)
-                    out[key] = out.get(key, Fraction(0)) + quantity.parse(q)
-            return out
-
         candidates = [w for w in self._wls.values() if w is not wl and self._reserving(w)
                       and w["status"]["admission"]["clusterQueue"] == cq_name
-                      and any(res in wanted for _, res in usage_of(w))
+                      and any(res in wanted for _, res in _admission_usage(w))
                       and kueue_preemption.allowed(within, prio, ts, w["spec"].get("priority") or 0, self._queue_order(w)[1])]
         if not candidates:
             return []
@@ -761,8 +763,7 @@ class KueueController(Controller):
         def fits(removed):
             freed = dict(used)
             for w in removed:
-                for key, q in usage_of(w).items():
-                    freed[key] = freed.get(key, Fraction(0)) - q
+                _add_usage(freed, _admission_usage(w), -1)
             return assign_flavors(cq, wl, freed, flavors)[0] is not None
         return kueue_preemption.targets(candidates, order, fits)
 
@@ -880,10 +881,7 @@ class KueueController(Controller):
         reserving = [w for w in wls if self._reserving(w)]
         used: dict[tuple[str, str], Fraction] = {}
         for w in reserving:
-            for psa in w["status"]["admission"].get("podSetAssignments") or []:
-                for res, q in (psa.get("resourceUsage") or {}).items():
-                    key = ((psa.get("flavors") or {}).get(res, ""), res)
-                    used[key] = used.get(key, Fraction(0)) + quantity.parse(q)
+            _add_usage(used, _admission_usage(w))
         flavors = self._flavor_usage(cq, used, borrowed=False)
         if cq is None:  # core/localqueue_controller.go
             active = ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")

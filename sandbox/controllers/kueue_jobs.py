@@ -28,6 +28,7 @@ import json
 from . import kueue_podset
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"  # constants.WorkloadPriorityClassLabel
 HEAD = "head"
 SUBMITTER = "submitter"
 MAX_WORKER_GROUPS = 7
@@ -229,13 +230,12 @@ def immutable_priority_class(op: str, obj: dict, old: dict | None, while_suspend
     suspended, to a non-empty name."""
     if op != "UPDATE" or old is None:
         return []
-    label = "kueue.x-k8s.io/priority-class"
-    new_name = (obj["metadata"].get("labels") or {}).get(label, "")
-    if new_name == (old["metadata"].get("labels") or {}).get(label, ""):
+    new_name = (obj["metadata"].get("labels") or {}).get(PRIORITY_CLASS_LABEL, "")
+    if new_name == (old["metadata"].get("labels") or {}).get(PRIORITY_CLASS_LABEL, ""):
         return []
     if while_suspended and (obj.get("spec") or {}).get("suspend") and new_name:
         return []
-    return [f'metadata.labels[{label}]: Invalid value: "{new_name}": field is immutable']
+    return [f'metadata.labels[{PRIORITY_CLASS_LABEL}]: Invalid value: "{new_name}": field is immutable']
 
 
 def aggregate(errs: list[str]) -> str:

@@ -10,15 +10,12 @@ import pytest
 from kubernetes import client as k8s
 
 from tests.helpers import eventually, raycluster
+from tests.sandbox.test_kueue_eviction import cond, events_about, workload_of
 from tests.sandbox.test_rayjob import rayjob
 
 NS = "sandbox"
 KUEUE = ("kueue.x-k8s.io", "v1beta1")
 RAY = ("ray.io", "v1", NS)
-
-
-def cond(obj, type_):
-    return next((c for c in ((obj or {}).get("status") or {}).get("conditions", []) if c["type"] == type_), None)
 
 
 @pytest.fixture
@@ -43,16 +40,6 @@ def preempting_queue(sbx):
             co.delete_cluster_custom_object(*KUEUE, "workloadpriorityclasses", name)
 
 
-def workload_of(co, kind, name):
-    return next((w for w in co.list_namespaced_custom_object(*KUEUE, NS, "workloads")["items"]
-                 if w["metadata"]["ownerReferences"][0]["kind"] == kind and w["metadata"]["ownerReferences"][0]["name"] == name),
-                None)
-
-
-def events_about(v1, name):
-    return {(e.reason, e.message) for e in v1.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items}
-
-
 def labelled(body, priority):
     body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
     return body
@@ -64,22 +51,22 @@ def test_a_higher_priority_raycluster_preempts_a_lower_one_which_comes_back_when
     eventually(lambda: (co.get_namespaced_custom_object(*RAY, "rayclusters", "pre-low")["spec"].get("suspend") is False),
                30, what="pre-low to be admitted")
     co.create_namespaced_custom_object(*RAY, "rayclusters", labelled(raycluster("pre-high", workers=0, cpu="5"), "pre-high"))
-    high = eventually(lambda: (w := workload_of(co, "RayCluster", "pre-high")) and cond(w, "Admitted")
+    high = eventually(lambda: (w := workload_of(co, "pre-high")) and cond(w, "Admitted")
                       and cond(w, "Admitted")["status"] == "True" and w, 30, what="pre-high to be admitted")
-    low = workload_of(co, "RayCluster", "pre-low")
+    low = workload_of(co, "pre-low")
     msg = (f"Preempted to accommodate a workload (UID: {high['metadata']['uid']}, JobUID: "
            f"{high['metadata']['labels']['kueue.x-k8s.io/job-uid']}) due to prioritization in the ClusterQueue")
     assert (low["spec"]["priority"], high["spec"]["priority"]) == (100, 1000)
     assert (cond(low, "Evicted")["reason"], cond(low, "Evicted")["message"]) == ("Preempted", msg)
     assert (cond(low, "Preempted")["reason"], cond(low, "Requeued")["reason"]) == ("InClusterQueue", "Preempted")
     assert co.get_namespaced_custom_object(*RAY, "rayclusters", "pre-low")["spec"]["suspend"] is True
-    assert ("Stopped", msg) in events_about(v1, "pre-low")
-    assert {("Preempted", msg), ("EvictedDueToPreempted", msg)} <= events_about(v1, low["metadata"]["name"])  # 3.3: v0.12
+    assert ("Normal", "Stopped", msg) in events_about(v1, "pre-low")
+    assert {("Normal", "Preempted", msg), ("Normal", "EvictedDueToPreempted", msg)} <= events_about(v1, low["metadata"]["name"])  # 3.3: v0.12
     assert any(r == "Pending" and m.endswith(". Pending the preemption of 1 workload(s)")
-               for r, m in events_about(v1, high["metadata"]["name"]))
+               for _, r, m in events_about(v1, high["metadata"]["name"]))
 
     co.delete_namespaced_custom_object(*RAY, "rayclusters", "pre-high")
-    low = eventually(lambda: (w := workload_of(co, "RayCluster", "pre-low")) and cond(w, "Admitted")["status"] == "True" and w,
+    low = eventually(lambda: (w := workload_of(co, "pre-low")) and cond(w, "Admitted")["status"] == "True" and w,
                      30, what="pre-low to be readmitted")
     assert (cond(low, "Evicted")["status"], cond(low, "Evicted")["message"]) == ("False", "Previously: " + msg)
     assert co.get_namespaced_custom_object(*RAY, "rayclusters", "pre-low")["spec"]["suspend"] is False
@@ -100,7 +87,7 @@ def test_a_preempted_rayjob_is_suspended_and_comes_back_with_a_new_cluster_and_j
     eventually(lambda: first["rayClusterName"] not in {rc["metadata"]["name"] for rc in
                                                        co.list_namespaced_custom_object(*RAY, "rayclusters")["items"]},
                30, what="KubeRay to delete the preempted RayJob's cluster")
-    eventually(lambda: (w := workload_of(co, "RayCluster", "pre-high")) and cond(w, "Admitted")["status"] == "True",
+    eventually(lambda: (w := workload_of(co, "pre-high")) and cond(w, "Admitted")["status"] == "True",
                30, what="pre-high to be admitted")
 
     co.delete_namespaced_custom_object(*RAY, "rayclusters", "pre-high")

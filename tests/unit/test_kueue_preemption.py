@@ -13,11 +13,15 @@ from tests.unit.test_kueue import NS, cond, create, events, make_kueue, rc, set_
 WPC = ("kueue.x-k8s.io", "workloadpriorityclasses")
 
 
+def priority_class(ctl, name, value):
+    ctl.store.create(ctl.rt(*WPC), {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass",
+                                    "metadata": {"name": name}, "value": value, "description": f"{name} priority"})
+
+
 def with_priorities(platform=None, within="LowerPriority"):
     ctl = make_kueue(platform=platform)
     for name, value in (("low", 100), ("high", 1000)):
-        ctl.store.create(ctl.rt(*WPC), {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass",
-                                        "metadata": {"name": name}, "value": value, "description": f"{name} priority"})
+        priority_class(ctl, name, value)
     if within:
         ctl.store.mutate(ctl.cq_t, None, "cluster-queue",
                          lambda o: o["spec"].update(preemption={"withinClusterQueue": within}))
@@ -115,8 +119,7 @@ def test_the_fewest_lowest_latest_workloads_are_preempted():
         settle(ctl)
         run_ready(ctl, name)
         ctl.clock.advance(5)
-    ctl.store.create(ctl.rt(*WPC), {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass",
-                                    "metadata": {"name": "top"}, "value": 5000})
+    priority_class(ctl, "top", 5000)
     create(ctl, cluster("urgent", "3", "top"))
     settle(ctl)
     evicted = {n for n in "abc" if cond(workload(ctl, n), "Evicted")}
@@ -130,8 +133,7 @@ def test_a_missing_priority_class_creates_no_workload_until_it_exists():
     settle(ctl)
     assert workload(ctl, "early") is None and rc(ctl, "early")["spec"]["suspend"] is True
     assert [e for e in events(ctl, "early") if e[1] != "Suspended"] == []  # Kueue only logs it
-    ctl.store.create(ctl.rt(*WPC), {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass",
-                                    "metadata": {"name": "nightly"}, "value": 10})
+    priority_class(ctl, "nightly", 10)
     settle(ctl)
     assert workload(ctl, "early")["spec"]["priority"] == 10
 
