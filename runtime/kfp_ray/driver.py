@@ -213,17 +213,31 @@ def environ(values: dict[str, str | None]):
         apply(saved)
 
 
+# The proxy's answer to a client reconnecting within init after its server failed to start
+# (ray 2.52.1 proxier.py Datapath: NOT_FOUND), raised by the client as a plain ConnectionError.
+SESSION_CLEANED_UP = "Attempted to reconnect a session that has already been cleaned up"
+
+
 def client_init(init, address: str) -> None:
-    """init(address) as a Ray client. The head's client proxy answers a failed start of the
-    client's server (on a busy head its process may need longer than the proxy's 30 s) with
-    ConnectionAbortedError("Initialization failure from server:\n<traceback>"): raised again
-    with its last line, the reason, for connected() to retry (server_start_failed)."""
+    """init(address) as a Ray client. The head's client proxy forks one server process per
+    client, and that process can die at start: on a busy head it may need longer than the
+    proxy's 30 s, and the proxy forks it while its gRPC threads are busy (gRPC logs "skipping
+    fork() handlers"; the child can then abort in gRPC before it runs: 3 of 40 connections
+    to a head on a 2-core machine at full load, its daemons started as Ray starts them). The proxy answers ConnectionAbortedError("Initialization failure from
+    server:\n<traceback>"), or, where the client's stream broke first, NOT_FOUND to its
+    reconnect: raised again as ConnectionAbortedError with the reason, for connected() to
+    retry with a fresh connection (server_start_failed)."""
     try:
         init(address=address, log_to_driver=True)
     except ConnectionAbortedError as exc:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         raise ConnectionAbortedError(f"the head's client proxy failed to start this client's server: "
                                      f"{lines[-1] if len(lines) > 1 else 'no reason given'}") from None
+    except ConnectionError as exc:
+        if SESSION_CLEANED_UP not in str(exc):
+            raise
+        raise ConnectionAbortedError("the head's client proxy lost this client's server while it started "
+                                     f"({SESSION_CLEANED_UP.lower()})") from None
 
 
 def server_start_failed(exc: BaseException) -> bool:

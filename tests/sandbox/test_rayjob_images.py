@@ -69,13 +69,14 @@ def test_cluster_selector_rayjob_on_the_sdk_py312_image(sbx, default_ns, as_admi
     env = driver.client_certificate(driver.ca_secret("py312", NS, timeout=30), "py312", NS, str(tmp_path))
     svc = v1.read_namespaced_service("py312-head-svc", NS)
     port = next(p.port for p in svc.spec.ports if p.name == "client")
-    for _ in range(3):
+    for _ in range(4):
         probe = subprocess.run([sys.executable, "-c", f"import ray; ray.init('ray://{svc.spec.cluster_ip}:{port}')"],
                                env={**os.environ, **env}, capture_output=True, text=True, timeout=180)
-        # Ray's proxy starts a client server per connection, before any version check; on a loaded
-        # machine one has died at start (seen once in a full suite): that server's own log says why,
-        # and a new connection gets a new server
-        if "Starting Ray client server failed" not in probe.stderr:
+        # Ray's proxy forks a client server per connection, before any version check, and that
+        # server can die at start on a loaded machine, with the sandbox's zygote or without
+        # (driver.client_init says how: 3 of 40 at full load); as kfp-ray's driver does, a new
+        # connection gets a new server
+        if not any(s in probe.stderr for s in ("Initialization failure from server", driver.SESSION_CLEANED_UP)):
             break
         print(_client_server_logs(sbx, "py312"))
     assert probe.returncode != 0, probe.stdout

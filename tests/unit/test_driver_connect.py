@@ -54,3 +54,23 @@ def test_an_unreachable_head_is_not_tried_again():
     with pytest.raises(ConnectionError, match="connection timeout"):
         driver.connect(init, "ray://h:10001", sleep=lambda s: None)
     assert len(calls) == 1
+
+
+def test_a_session_cleaned_up_while_it_started_is_retried(monkeypatch):
+    """The client's stream broke while its server started, and the proxy had already dropped the
+    session when the client reconnected (ray 2.52.1 dataclient.py's ConnectionError)."""
+    calls, lines = [], []
+
+    def init(address, log_to_driver):
+        calls.append(address)
+        if len(calls) == 1:
+            raise ConnectionError(
+                "Request can't be sent because the Ray client has already been disconnected due to an error. "
+                "Last exception: <_MultiThreadedRendezvous of RPC that terminated with:\n"
+                "\tstatus = StatusCode.NOT_FOUND\n"
+                '\tdetails = "Attempted to reconnect a session that has already been cleaned up"\n>')
+
+    monkeypatch.setattr(wait, "log", lines.append)
+    driver.connect(init, "ray://h:10001", sleep=lambda s: None)
+    assert len(calls) == 2
+    assert "lost this client's server while it started" in lines[0]
