@@ -45,6 +45,7 @@ def run_ray_job(
     renew_every_seconds: int = 60,
     pip_index_url: str = "",
     pip_trusted_host: str = "",
+    max_preemptions: int = 3,
 ) -> NamedTuple("RunRayJobOutputs", [("status", str), ("duration_seconds", float), ("teardown_seconds", float),
                                      ("rayjob_name", str), ("cluster_name", str), ("queued_seconds", float),
                                      ("starting_seconds", float), ("shape", str)]):
@@ -60,7 +61,10 @@ def run_ray_job(
     then pods) with the same messages, uploads the job's code once the cluster is ready,
     streams the job's log through the Ray dashboard (the submitter pod's log if the cluster
     is already gone), and fails with the job's error, KubeRay's reason (DeadlineExceeded,
-    SubmissionFailed) or Kueue's eviction. When the job is over, and on any failure, it
+    SubmissionFailed) or Kueue's eviction. A Kueue preemption while the job runs (a
+    higher-priority workload takes the quota; KubeRay deletes the cluster) is ridden out up
+    to max_preemptions times: the task waits for re-admission and follows the job KubeRay runs
+    again on a new cluster (metrics preemptions, preempted_seconds). When the job is over, and on any failure, it
     deletes the RayJob (the cluster goes with it) and waits until both are gone; on SIGTERM
     it stops the job and deletes the RayJob at once. A retried task adopts its RayJob. The
     RayJob carries a lease renewed while this task runs, for the kfp_ray_gc sweeper. Turn
@@ -117,10 +121,12 @@ def run_ray_job(
         renew_every_seconds: How often the lease is renewed.
         pip_index_url: A PyPI mirror for a disconnected cluster (PIP_INDEX_URL in every Ray pod).
         pip_trusted_host: The mirror's host, reached without TLS verification.
+        max_preemptions: Kueue preemptions ridden out before the run fails (0: fail at the first).
 
     Returns:
         job_log: The job's full log.
-        metrics: Metrics reported by the job (KFP_RAY_METRICS lines).
+        metrics: Metrics reported by the job (KFP_RAY_METRICS lines), with job_duration_seconds,
+            preemptions and preempted_seconds.
         status: The job's final status.
         duration_seconds: How long the job ran.
         teardown_seconds: How long deleting the RayJob and its cluster took, until gone.
@@ -150,12 +156,11 @@ def run_ray_job(
                   ttl_seconds_after_finished=ttl_seconds_after_finished, log_path=job_log.path,
                   max_poll_seconds=max_poll_seconds, outage_tolerance_seconds=outage_tolerance_seconds,
                   lease_seconds=lease_seconds, renew_every_seconds=renew_every_seconds, pip_index_url=pip_index_url,
-                  pip_trusted_host=pip_trusted_host)
+                  pip_trusted_host=pip_trusted_host, max_preemptions=max_preemptions)
     result = ran.result
     job_log.metadata.update({"job_id": result.job_id, "status": result.status, "rayjob": ran.rayjob})
-    for name, value in sorted(result.metrics.items()):
+    for name, value in ran.metrics().items():
         metrics.log_metric(name, value)
-    metrics.log_metric("job_duration_seconds", result.duration_seconds)
     gpus = f", {worker_gpus} GPU" if worker_gpus else ""
     shape = (f"RayJob ({submission_mode}); LocalQueue {local_queue or '(the namespace default)'}; head {head_cpu} CPU, "
              f"{head_memory}; {num_workers} worker{'s' if num_workers != 1 else ''} x ({worker_cpu} CPU, "

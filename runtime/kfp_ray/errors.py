@@ -43,6 +43,11 @@ class Evicted(ClusterError):
     """Kueue evicted the cluster too often (pods not ready within its pods-ready timeout)."""
 
 
+class Preempted(Evicted):
+    """Kueue suspended the cluster while its job ran (a higher-priority workload took its
+    quota, or its queue was stopped); ridden out up to max_preemptions, then raised."""
+
+
 class ForeignCluster(KfpRayError):
     """A RayCluster of that name exists and belongs to another run or task."""
 

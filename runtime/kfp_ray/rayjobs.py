@@ -35,6 +35,7 @@ user-provided submitter command. HTTPMode (no submitter pod) takes only URL code
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import shlex
 import threading
@@ -42,7 +43,7 @@ import time
 from dataclasses import dataclass
 
 from . import cluster, jobs, kube, lease
-from .errors import Cancelled, ClusterError, Evicted, JobFailed, JobTimeout
+from .errors import Cancelled, ClusterError, JobFailed, JobTimeout, Preempted
 from .rayclusters import GROUP, RAYJOB, VERSION, age_seconds, being_deleted, get, request_delete, wait_gone
 from .readiness import PODS_EVERY, ClusterTarget, wait_ready
 from .signals import cleanup_deadline, sigterm_raises
@@ -61,6 +62,11 @@ CHECK_EVERY = 5.0
 SUBMIT_TIMEOUT = 600.0  # from the cluster ready to the Ray job known to the dashboard
 PACKAGE_WAIT = 600  # how long the submitter pod waits for the job's code before it gives up
 TERMINAL_DEPLOYMENT = ("Complete", "Failed")
+# A preempted RayJob (Kueue sets spec.suspend; KubeRay deletes its cluster and submitter and
+# resets the status: Suspending -> Suspended) is admitted again when quota frees, and KubeRay
+# then creates a new cluster and submits the job again under the same spec.jobId. This task
+# rides that out this many times by default (the max_preemptions input).
+MAX_PREEMPTIONS = 3
 NOT_SUBMITTED = "NOT_SUBMITTED_YET"
 
 
@@ -182,8 +188,9 @@ class RayJobTarget(ClusterTarget):
 
     kind = "RayJob"
 
-    def __init__(self, name: str, namespace: str):
+    def __init__(self, name: str, namespace: str, stale: str = ""):
         super().__init__(name, namespace)
+        self.stale = stale  # a preempted cluster KubeRay may still be stopping: never ready
         self._cluster: dict | None = None
         self._cluster_read = -1e9
 
@@ -191,7 +198,11 @@ class RayJobTarget(ClusterTarget):
         return get(self.name, self.ns, kind=RAYJOB)
 
     def ready(self, obj: dict) -> bool:
-        return bool(status(obj).get("dashboardURL")) or deployment(obj) in TERMINAL_DEPLOYMENT + ("Running",)
+        if deployment(obj) in TERMINAL_DEPLOYMENT:
+            return True
+        if self.stale and self.cluster_name(obj) in ("", self.stale):
+            return False
+        return bool(status(obj).get("dashboardURL")) or deployment(obj) == "Running"
 
     def cluster_name(self, obj: dict) -> str:
         return status(obj).get("rayClusterName") or ""
@@ -217,9 +228,10 @@ class RayJobFollower(jobs.Follower):
     it reads the RayJob: KubeRay's end (DeadlineExceeded, SubmissionFailed, a cluster deleted
     before the dashboard said so), Kueue's eviction, or a RayJob deleted by someone else."""
 
-    def __init__(self, rayjob: str, namespace: str, dashboard_url: str, job_id: str, timeout: float, **kwargs):
+    def __init__(self, rayjob: str, namespace: str, dashboard_url: str, job_id: str, timeout: float,
+                 cluster_name: str = "", **kwargs):
         super().__init__(dashboard_url, job_id, timeout, **kwargs)
-        self.rayjob, self.ns = rayjob, namespace
+        self.rayjob, self.ns, self.cluster_name = rayjob, namespace, cluster_name
         self.seen = False
         self.last: dict | None = None  # the RayJob as last read
 
@@ -245,10 +257,8 @@ class RayJobFollower(jobs.Follower):
             raise ClusterError(f"RayJob {self.rayjob!r} was deleted (by someone else?) while its job ran")
         self.last = rj
         st = status(rj)
-        if deployment(rj) in ("Suspending", "Suspended"):
-            raise Evicted(f"Kueue suspended RayJob {self.rayjob!r} while its job ran (preempted or evicted); KubeRay "
-                          "deleted its cluster. Fix: run it again, or ask your administrator about the queue's "
-                          "preemption")
+        if suspended(rj, self.cluster_name):
+            raise Preempted(suspension(rj))
         if deployment(rj) not in TERMINAL_DEPLOYMENT:
             return None
         reason, message = st.get("reason") or "", st.get("message") or ""
@@ -310,6 +320,57 @@ class RayJobFollower(jobs.Follower):
             self._take(submitter_log(self.rayjob, self.ns))  # what it has beyond what was streamed
 
 
+def suspended(rj: dict, cluster_name: str) -> bool:
+    """Kueue has suspended the RayJob whose cluster `cluster_name` ran its job: spec.suspend
+    set, KubeRay stopping it, or already on a new cluster (a whole cycle between two looks)."""
+    name = status(rj).get("rayClusterName") or ""
+    return bool((rj.get("spec") or {}).get("suspend") or deployment(rj) in ("Suspending", "Suspended")
+                or (cluster_name and name and name != cluster_name))
+
+
+def suspension(rj: dict) -> str:
+    """What suspended the RayJob, in Kueue's words where this service account may read its Workload."""
+    from .queues import KueueView
+
+    name = rj["metadata"]["name"]
+    ev = KueueView().eviction(rj)
+    if ev and ev.reason:
+        return f"Kueue suspended RayJob {name!r} while its job ran: {ev.reason}: {ev.message}"
+    return (f"Kueue suspended RayJob {name!r} while its job ran (preempted, or its queue stopped; Kueue's reason is in "
+            "its Workload, which this service account may not read)")
+
+
+class Preemptions:
+    """A run's preemptions, counted against `budget` (max_preemptions), and the seconds they
+    cost: the job's run time that was lost (it runs again from its start, or from its last
+    checkpoint where it keeps them) plus the wait for re-admission and a new cluster."""
+
+    def __init__(self, name: str, budget: int, clock=time.monotonic):
+        self.name, self.budget, self.clock = name, budget, clock
+        self.count, self.lost_seconds = 0, 0.0
+        self._since: float | None = None
+
+    def preempted(self, exc: Preempted, ran_seconds: float, log_path: str | None) -> None:
+        """Count one; raise Preempted past the budget (the caller deletes the RayJob)."""
+        self.count += 1
+        self.lost_seconds += ran_seconds
+        if self.count > self.budget:
+            raise Preempted(f"{exc}. Preempted {self.count} time{'s' if self.count > 1 else ''}, more than "
+                            f"max_preemptions={self.budget}, so the run is given up. Fix: raise max_preemptions or "
+                            "priority_class") from None
+        self._since = self.clock()
+        log(f"{exc}. Preemption {self.count} of at most {self.budget} ridden out ({ran_seconds:.0f}s of the job lost): "
+            "waiting for Kueue to admit it again; KubeRay then runs the job on a new cluster")
+        if log_path:
+            with contextlib.suppress(OSError), open(log_path, "a") as f:
+                f.write(f"--- kfp-ray: preempted ({self.count}); the job runs again on a new cluster ---\n")
+
+    def running_again(self) -> None:
+        if self._since is not None:
+            self.lost_seconds += self.clock() - self._since
+            self._since = None
+
+
 def _epoch_ms(ts: str | None) -> int | None:
     """KubeRay's rayJobInfo times (RFC 3339) as the dashboard gives them (ms since the epoch)."""
     try:
@@ -345,9 +406,19 @@ class Ran:
     queued_seconds: float
     starting_seconds: float
     result: jobs.JobResult
+    preemptions: int = 0  # ridden out
+    preempted_seconds: float = 0.0  # Preemptions.lost_seconds
+
+    def metrics(self) -> dict:
+        """The task's metrics: the job's own (KFP_RAY_METRICS), then how it ran."""
+        return {**self.result.metrics, "job_duration_seconds": self.result.duration_seconds,
+                "preemptions": self.preemptions, "preempted_seconds": self.preempted_seconds}
 
 
-def check_inputs(c: Checker, mode: str, working_dir: str, active_deadline_seconds, ttl_seconds_after_finished) -> None:
+def check_inputs(c: Checker, mode: str, working_dir: str, active_deadline_seconds, ttl_seconds_after_finished,
+                 max_preemptions=MAX_PREEMPTIONS) -> None:
+    c.at_least("max_preemptions", max_preemptions, 0,
+               f"give how many Kueue preemptions the run rides out, e.g. {MAX_PREEMPTIONS} (0: fail at the first)")
     if mode not in MODES:
         c.fail("submission_mode", f"{mode!r} is not one of {', '.join(MODES)}",
                "give K8sJobMode (KubeRay's submitter pod runs `ray job submit`; the default) or HTTPMode (KubeRay "
@@ -368,10 +439,13 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
         ttl_seconds_after_finished: int, derived_name: bool, lease_seconds: float,
         renew_every_seconds: float, max_poll_seconds: float = jobs.MAX_POLL,
         outage_tolerance_seconds: float = jobs.OUTAGE_TOLERANCE, image_pull_grace: float | None = None,
-        log_path: str | None = None) -> Ran:
+        log_path: str | None = None, max_preemptions: int = MAX_PREEMPTIONS) -> Ran:
     """Create (or adopt) the RayJob, wait for admission and pods, upload the code, follow the
     job to its end, then delete the RayJob (KubeRay's cluster with it) and wait until both
-    are gone. On any failure the RayJob is deleted before raising; on SIGTERM the job's stop
+    are gone. A preemption (Kueue suspends the RayJob; KubeRay deletes its cluster) is ridden
+    out up to `max_preemptions` times: the wait for admission and pods starts again (with its
+    timeouts), the code is uploaded to the new cluster and the job KubeRay submits there is
+    followed, its log appended. On any failure the RayJob is deleted before raising; on SIGTERM the job's stop
     and the RayJob's deletion are requested at once and awaited within the grace period. The
     job's log streams into log_path (redacted) as it is read."""
     deadline_s = int(startup_timeout + job_timeout)
@@ -398,30 +472,40 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
                     "admission (activeDeadlineSeconds)")
                 renewer = lease.Renewer(spec.name, spec.namespace, lease_seconds, renew_every_seconds,
                                         first_in=0.0 if adopted else renew_every_seconds, kind=RAYJOB)
-                waited = wait_ready(spec.name, spec.namespace, queue, admission_timeout, startup_timeout,
-                                    queue_note="" if spec.local_queue else ", chosen because local_queue was empty",
-                                    heartbeat=renewer, target=RayJobTarget(spec.name, spec.namespace),
-                                    **({} if image_pull_grace is None else {"image_pull_grace": image_pull_grace}))
-                rj = creation.rc = get(spec.name, spec.namespace, kind=RAYJOB) or rj
-                cluster_name = status(rj).get("rayClusterName") or ""
-                url = cluster.dashboard_url(cluster_name, spec.namespace)
-                if deployment(rj) in TERMINAL_DEPLOYMENT:
-                    # A retry adopting a RayJob whose job already ended: KubeRay may have deleted
-                    # its cluster, so nothing is uploaded; the follower reports KubeRay's outcome.
-                    log(f"RayJob {spec.name}'s job already ended ({deployment(rj)}"
-                        f"{': ' + status(rj)['reason'] if status(rj).get('reason') else ''}): reporting its outcome")
-                else:
-                    log(f"RayJob {spec.name}: RayCluster {cluster_name} is ready; dashboard {url}")
-                    if package:
-                        jobs.RayJobsClient(url).upload_package(package[0], package[1], "of the job")
-                follower = RayJobFollower(spec.name, spec.namespace, url, status(rj).get("jobId") or job_id,
-                                          timeout=deadline_s + 60, max_poll=max_poll_seconds,
-                                          outage_tolerance=outage_tolerance_seconds, heartbeat=renewer,
-                                          log_path=log_path)
-                result = follower.run()
+                preemptions, queued, starting, stale = Preemptions(spec.name, max_preemptions), 0.0, 0.0, ""
+                while True:
+                    waited = wait_ready(spec.name, spec.namespace, queue, admission_timeout, startup_timeout,
+                                        queue_note="" if spec.local_queue else ", chosen because local_queue was empty",
+                                        heartbeat=renewer, target=RayJobTarget(spec.name, spec.namespace, stale),
+                                        **({} if image_pull_grace is None else {"image_pull_grace": image_pull_grace}))
+                    queued, starting = queued + waited.queued_seconds, starting + waited.starting_seconds
+                    preemptions.running_again()
+                    rj = creation.rc = get(spec.name, spec.namespace, kind=RAYJOB) or rj
+                    cluster_name = status(rj).get("rayClusterName") or ""
+                    url = cluster.dashboard_url(cluster_name, spec.namespace)
+                    if deployment(rj) in TERMINAL_DEPLOYMENT:
+                        # A retry adopting a RayJob whose job already ended: KubeRay may have deleted
+                        # its cluster, so nothing is uploaded; the follower reports KubeRay's outcome.
+                        log(f"RayJob {spec.name}'s job already ended ({deployment(rj)}"
+                            f"{': ' + status(rj)['reason'] if status(rj).get('reason') else ''}): reporting its outcome")
+                    else:
+                        log(f"RayJob {spec.name}: RayCluster {cluster_name} is ready; dashboard {url}")
+                        if package:
+                            jobs.RayJobsClient(url).upload_package(package[0], package[1], "of the job")
+                    follower = RayJobFollower(spec.name, spec.namespace, url, status(rj).get("jobId") or job_id,
+                                              timeout=deadline_s + 60, cluster_name=cluster_name,
+                                              max_poll=max_poll_seconds, outage_tolerance=outage_tolerance_seconds,
+                                              heartbeat=renewer, log_path=log_path, append=preemptions.count > 0)
+                    followed = time.monotonic()
+                    try:
+                        result = follower.run()
+                        break
+                    except Preempted as exc:
+                        preemptions.preempted(exc, time.monotonic() - followed, log_path)
+                        stale = cluster_name
                 result.teardown_seconds = _delete_after_success(spec, creation)
-                return Ran(spec.name, spec.namespace, cluster_name, waited.queued_seconds, waited.starting_seconds,
-                           result)
+                return Ran(spec.name, spec.namespace, cluster_name, round(queued, 2), round(starting, 2), result,
+                           preemptions.count, round(preemptions.lost_seconds, 1))
             except Exception as exc:
                 if creation.sent or creation.rc:
                     log(f"{type(exc).__name__}: deleting RayJob {spec.name} (and its cluster) so it holds no quota")

@@ -356,7 +356,7 @@ def run_job(run_id: str, entrypoint: str, task_name: str = "", task_id: str = ""
             ttl_seconds_after_finished: int = 0, log_path: str = "", max_poll_seconds: float = jobs.MAX_POLL,
             outage_tolerance_seconds: float = jobs.OUTAGE_TOLERANCE, lease_seconds: float = lease.DEFAULT_LEASE_S,
             renew_every_seconds: float = lease.DEFAULT_RENEW_S, pip_index_url: str = "", pip_trusted_host: str = "",
-            image_pull_grace: float | None = None):
+            image_pull_grace: float | None = None, max_preemptions: int = 3):
     """The RayJob path in one task (rayjobs.py): every input is checked before anything is
     created, as provision, submit and follow check theirs. Returns rayjobs.Ran."""
     from . import rayjobs
@@ -378,7 +378,7 @@ def run_job(run_id: str, entrypoint: str, task_name: str = "", task_id: str = ""
         errors = [exc]
     c = Checker()
     jobs.check_job(c, entrypoint, run_id, env_vars, pip)
-    rayjobs.check_inputs(c, submission_mode, working_dir, job_timeout, ttl_seconds_after_finished)
+    rayjobs.check_inputs(c, submission_mode, working_dir, job_timeout, ttl_seconds_after_finished, max_preemptions)
     c.positive_seconds("admission_timeout", admission_timeout)
     c.positive_seconds("startup_timeout", startup_timeout)
     lease.check(c, lease_seconds, renew_every_seconds)
@@ -395,7 +395,7 @@ def run_job(run_id: str, entrypoint: str, task_name: str = "", task_id: str = ""
                       jobs.submission_id(run_id, task_identity(task_name or "", task_id or "") or "run-ray-job"),
                       submission_mode, admission_timeout, startup_timeout, job_timeout, ttl_seconds_after_finished,
                       derived, lease_seconds, renew_every_seconds, max_poll_seconds, outage_tolerance_seconds,
-                      image_pull_grace, log_path or None)
+                      image_pull_grace, log_path or None, max_preemptions)
     return ran
 
 

@@ -43,6 +43,9 @@ def test_cluster_selector_rayjob_on_the_sdk_py312_image(sbx, default_ns, as_admi
 
     co, made = default_ns
     minor = "3.12" if rayimage.interpreter("3.12") else rayimage.own_minor()  # else the closest whole image
+    # the image is built here, once per machine (a pip install of Ray for 3.12, minutes on a loaded
+    # 2-core machine): the pull of a large image, which the wait for the cluster below leaves out
+    assert minor != "3.12" or rayimage.foreign_python("3.12"), "the Python 3.12 Ray image could not be built"
     rc = raycluster("py312", workers=0, cpu="1", memory="2Gi", queue=None, image=CUDA_PY312_RUNTIME_IMAGE)
     co.create_namespaced_custom_object(*RAY, "rayclusters", rc)
     made.append(("rayclusters", "py312"))

@@ -1,0 +1,134 @@
+"""run_ray_job rides out a Kueue preemption (issue 29): a higher-priority RayCluster takes the
+running RayJob's quota (ClusterQueue withinClusterQueue: LowerPriority), KubeRay deletes the
+job's cluster, and when the quota frees Kueue admits the RayJob again and KubeRay runs the job
+on a new cluster, which the task follows to its end; past max_preemptions the run fails naming
+the preemptions and leaves nothing. Against the session sandbox with real Ray. The job waits
+for a file the test writes once the preemption has happened, so no step depends on timing."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from kubernetes import client as k8s
+
+from kfp_ray import tasks
+from kfp_ray.errors import Preempted
+from tests.helpers import eventually, raycluster
+
+from .test_run import SMALL, TASK, nothing_left
+
+KUEUE = ("kueue.x-k8s.io", "v1beta1")
+RAY = ("ray.io", "v1", "sandbox")
+JOB = """import os, time
+print("job started", flush=True)
+while not os.path.exists(os.environ["GO"]):
+    time.sleep(0.2)
+print('KFP_RAY_METRICS {"accuracy": 0.9}', flush=True)
+"""
+
+
+@pytest.fixture
+def preempting_queue(sbx):
+    """The ClusterQueue preempts within itself by priority; two WorkloadPriorityClasses; the
+    preemptor's cluster never starts Ray (slow_start)."""
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    sbx.set_faults({"clusters": {"rj-high*": {"slow_start": 600}}})
+    for name, value in (("rj-low", 100), ("rj-high", 1000)):
+        co.create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
+            "value": value})
+    co.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cluster-queue",
+                                   {"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}})
+    try:
+        yield co
+    finally:  # sbx then deletes what the test left and clears the faults
+        co.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cluster-queue",
+                                       {"spec": {"preemption": {"withinClusterQueue": "Never"}}})
+        for name in ("rj-low", "rj-high"):
+            co.delete_cluster_custom_object(*KUEUE, "workloadpriorityclasses", name)
+
+
+@pytest.fixture
+def code(tmp_path):
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "job.py").write_text(JOB)
+    return str(tmp_path)
+
+
+def start(code, tmp_path, name: str, max_preemptions: int) -> tuple[threading.Thread, dict]:
+    """run_job in a thread (the task), its outcome in the dict."""
+    out: dict = {}
+
+    def task():
+        try:
+            out["ran"] = tasks.run_job(run_id=f"rj-{name}", job_name=name, entrypoint="python job.py", working_dir="code",
+                                       embedded_root=code, log_path=str(tmp_path / "job.log"), priority_class="rj-low",
+                                       env_vars={"GO": str(tmp_path / "go")}, max_preemptions=max_preemptions,
+                                       admission_timeout=240, job_timeout=600, **SMALL, **TASK)
+        except BaseException as exc:  # noqa: BLE001 - the test asserts it
+            out["error"] = exc
+
+    t = threading.Thread(target=task, name=f"task-{name}", daemon=True)
+    t.start()
+    return t, out
+
+
+def status(co, name: str) -> dict:
+    """The RayJob's status; {} until the task has created it."""
+    try:
+        return co.get_namespaced_custom_object(*RAY, "rayjobs", name).get("status") or {}
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return {}
+        raise
+
+
+def preempt(co, name: str, log) -> str:
+    """Once the task has the job's first line, a higher-priority RayCluster that needs its quota
+    (9 CPUs: the job's head and submitter take 1) takes it; returns the preempted cluster's name."""
+    eventually(lambda: log.exists() and "job started" in log.read_text(), 240, what=f"{name}'s job to run")
+    running = status(co, name)
+    high = raycluster("rj-high", workers=0, cpu="8500m", memory="2Gi")
+    high["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "rj-high"
+    co.create_namespaced_custom_object(*RAY, "rayclusters", high)
+    return running["rayClusterName"]
+
+
+@pytest.mark.ray
+def test_a_preempted_rayjob_runs_again_on_a_new_cluster_and_succeeds(box, sbx, as_admin, preempting_queue, code,
+                                                                      tmp_path, capsys):
+    co = preempting_queue
+    t, out = start(code, tmp_path, "rj-preempted", max_preemptions=1)
+    first = preempt(co, "rj-preempted", tmp_path / "job.log")
+    eventually(lambda: status(co, "rj-preempted").get("jobDeploymentStatus") == "Suspended", 120,
+               what="KubeRay to suspend the preempted RayJob")
+    (tmp_path / "go").write_text("")  # the job's next run ends at once
+    co.delete_namespaced_custom_object(*RAY, "rayclusters", "rj-high")
+    t.join(300)
+    assert not t.is_alive() and "error" not in out, out
+    ran, said = out["ran"], capsys.readouterr().out
+    assert ran.result.status == "SUCCEEDED" and ran.result.metrics == {"accuracy": 0.9}
+    assert ran.preemptions == 1 and ran.preempted_seconds > 0 and ran.cluster_name != first
+    # Kueue's own words (this identity may read the Workload), and the budget
+    assert "Kueue suspended RayJob 'rj-preempted' while its job ran: Preempted: Preempted to accommodate a workload" in said, \
+        [line for line in said.splitlines() if "suspended" in line]
+    assert "Preemption 1 of at most 1 ridden out" in said, said
+    log = (tmp_path / "job.log").read_text()
+    assert log.count("job started") == 2 and "--- kfp-ray: preempted (1); the job runs again on a new cluster ---" in log
+    eventually(lambda: nothing_left(sbx), 60, what="no RayJob, RayCluster or quota left")
+
+
+@pytest.mark.ray
+def test_past_max_preemptions_the_run_fails_naming_them_and_leaves_nothing(box, sbx, as_pipeline_runner,
+                                                                          preempting_queue, code, tmp_path):
+    co = preempting_queue
+    t, out = start(code, tmp_path, "rj-given-up", max_preemptions=0)
+    preempt(co, "rj-given-up", tmp_path / "job.log")
+    t.join(120)
+    assert not t.is_alive() and isinstance(out.get("error"), Preempted), out
+    msg = str(out["error"])
+    assert "Kueue suspended RayJob 'rj-given-up' while its job ran (preempted, or its queue stopped" in msg
+    assert "Preempted 1 time, more than max_preemptions=0, so the run is given up. Fix: raise max_preemptions or priority_class" in msg
+    co.delete_namespaced_custom_object(*RAY, "rayclusters", "rj-high")
+    eventually(lambda: nothing_left(sbx), 60, what="no RayJob, RayCluster or quota left")
