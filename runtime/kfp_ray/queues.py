@@ -164,6 +164,11 @@ def nominal_quota(namespace: str, local_queue: str) -> Quota | None:
     return Quota(name, nominal, (cq.get("spec") or {}).get("cohort") or "")
 
 
+# The reason of an eviction Kueue keeps only as "Previously: <message>" once readmitted, by its
+# message (v0.11 workload.go / preemption.go).
+PREVIOUS_REASONS = (("PodsReadyTimeout", "Exceeded the PodsReady timeout"), ("Preempted", "Preempted to accommodate"))
+
+
 @dataclass
 class Eviction:
     """Kueue's record of an eviction (Workload condition Evicted, Kueue v0.11)."""
@@ -220,9 +225,9 @@ class KueueView:
             return None
         message = (cond or {}).get("message", "")
         reason = (cond or {}).get("reason", "")
-        if message.startswith("Previously: "):
+        if message.startswith("Previously: "):  # readmitted: the condition's reason is now QuotaReserved
             message = message[len("Previously: "):]
-            reason = "PodsReadyTimeout" if message.startswith("Exceeded the PodsReady timeout") else reason
+            reason = next((r for r, start in PREVIOUS_REASONS if message.startswith(start)), reason)
         return Eviction(reason, message, int(requeue.get("count") or 0), requeue.get("requeueAt") or "",
                         (wl.get("spec") or {}).get("active") is False, (cond or {}).get("status") == "True")
 

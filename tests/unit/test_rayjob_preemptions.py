@@ -56,3 +56,21 @@ def test_max_preemptions_must_be_a_whole_number_of_at_least_zero(value):
     c = Checker()
     rayjobs.check_inputs(c, "K8sJobMode", "", 600, 0, value)
     assert [(e.field, "Fix: give how many Kueue preemptions" in str(e)) for e in c.errors] == [("max_preemptions", True)]
+
+
+@pytest.mark.parametrize("evicted,expected", [
+    ({"status": "True", "reason": "Preempted", "message": "Preempted to accommodate a workload (UID: a) due to x"},
+     ("Preempted", "Preempted to accommodate a workload (UID: a) due to x", True)),
+    # readmitted before the task looked (v0.11/v0.12: reason QuotaReserved, the message kept as "Previously: ...")
+    ({"status": "False", "reason": "QuotaReserved", "message": "Previously: Preempted to accommodate a workload (UID: a)"},
+     ("Preempted", "Preempted to accommodate a workload (UID: a)", False)),
+    ({"status": "False", "reason": "QuotaReserved", "message": "Previously: Exceeded the PodsReady timeout ns/w"},
+     ("PodsReadyTimeout", "Exceeded the PodsReady timeout ns/w", False)),
+], ids=["preempted", "readmitted-after-preemption", "readmitted-after-pods-ready-timeout"])
+def test_kueues_reason_survives_readmission(monkeypatch, evicted, expected):
+    from kfp_ray.queues import KueueView
+
+    view = KueueView()
+    monkeypatch.setattr(view, "workload", lambda obj: {"status": {"conditions": [{"type": "Evicted", **evicted}]}})
+    ev = view.eviction(rj())
+    assert (ev.reason, ev.message, ev.ongoing) == expected
