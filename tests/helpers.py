@@ -99,3 +99,43 @@ class FakeClock:
         self.now += seconds
 
     sleep = advance
+
+
+KUEUE_API = ("kueue.x-k8s.io", "v1beta1")
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def labelled(body: dict, priority_class: str) -> dict:
+    """A RayCluster or RayJob manifest with Kueue's priority-class label."""
+    body["metadata"].setdefault("labels", {})[PRIORITY_CLASS_LABEL] = priority_class
+    return body
+
+
+@contextlib.contextmanager
+def priority_classes(custom_objects, values: dict[str, int]):
+    """Kueue WorkloadPriorityClasses {name: value}, deleted afterwards."""
+    for name, value in values.items():
+        custom_objects.create_cluster_custom_object(*KUEUE_API, "workloadpriorityclasses", {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
+            "value": value, "description": f"kfp-ray test: {name}"})
+    try:
+        yield
+    finally:
+        for name in values:
+            custom_objects.delete_cluster_custom_object(*KUEUE_API, "workloadpriorityclasses", name)
+
+
+@contextlib.contextmanager
+def preempting_queue(custom_objects, values: dict[str, int]):
+    """The sandbox's ClusterQueue `cluster-queue` preempting withinClusterQueue LowerPriority, with
+    the WorkloadPriorityClasses `values`; back to Never (the seed's) afterwards."""
+    def within(policy):
+        custom_objects.patch_cluster_custom_object(*KUEUE_API, "clusterqueues", "cluster-queue",
+                                                   {"spec": {"preemption": {"withinClusterQueue": policy}}})
+
+    with priority_classes(custom_objects, values):
+        within("LowerPriority")
+        try:
+            yield
+        finally:
+            within("Never")

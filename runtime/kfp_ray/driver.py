@@ -223,10 +223,11 @@ def client_init(init, address: str) -> None:
     client, and that process can die at start: on a busy head it may need longer than the
     proxy's 30 s, and the proxy forks it while its gRPC threads are busy (gRPC logs "skipping
     fork() handlers"; the child can then abort in gRPC before it runs: 3 of 40 connections
-    to a head on a 2-core machine at full load, its daemons started as Ray starts them). The proxy answers ConnectionAbortedError("Initialization failure from
-    server:\n<traceback>"), or, where the client's stream broke first, NOT_FOUND to its
-    reconnect: raised again as ConnectionAbortedError with the reason, for connected() to
-    retry with a fresh connection (server_start_failed)."""
+    to a head on a 2-core machine at full load, its daemons started as Ray starts them). The
+    proxy answers ConnectionAbortedError("Initialization failure from server:\n<traceback>"),
+    or, where the client's stream broke first, NOT_FOUND to its reconnect: raised again as
+    ConnectionAbortedError with the reason, for connected() to retry with a fresh connection
+    (server_start_failed)."""
     try:
         init(address=address, log_to_driver=True)
     except ConnectionAbortedError as exc:

@@ -336,14 +336,15 @@ class Follower:
     `heartbeat` is called once per poll, also during an outage.
 
     The log: each new line is echoed (redacted) and, with `log_path`, appended to that file
-    (redacted; `append`: after what the file already has, a preempted attempt's log); `logs`
+    (redacted; with a `heading`, that line first, after what the file already has: a
+    preempted run's log); `logs`
     then keeps only the last TAIL_CHARS of it, so memory does not grow with the log. Without
     `log_path`, `logs` is the whole log."""
 
     def __init__(self, dashboard_url: str, job_id: str, timeout: float, max_poll: float = MAX_POLL, echo=echo,
                  stop_grace: float = 60.0, outage_tolerance: float = OUTAGE_TOLERANCE,
                  heartbeat: Callable[[], None] | None = None, request_timeout=TIMEOUTS,
-                 clock=time.monotonic, sleep=time.sleep, log_path: str | None = None, append: bool = False):
+                 clock=time.monotonic, sleep=time.sleep, log_path: str | None = None, heading: str = ""):
         import codecs
 
         from .logtail import LogTail
@@ -370,7 +371,8 @@ class Follower:
         self._log_file = None
         if log_path:
             try:
-                self._log_file = open(log_path, "a" if append else "w")  # noqa: SIM115 - closed by close()
+                self._log_file = open(log_path, "a" if heading else "w")  # noqa: SIM115 - closed by close()
+                self._log_file.write(heading)
             except OSError as exc:
                 log(f"could not write the job log to {log_path}: {exc}")
         self.logs = ""  # the whole log (redacted), or its last TAIL_CHARS with log_path

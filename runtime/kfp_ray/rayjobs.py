@@ -35,7 +35,6 @@ user-provided submitter command. HTTPMode (no submitter pod) takes only URL code
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import shlex
 import threading
@@ -350,7 +349,7 @@ class Preemptions:
         self.count, self.lost_seconds = 0, 0.0
         self._since: float | None = None
 
-    def preempted(self, exc: Preempted, ran_seconds: float, log_path: str | None) -> None:
+    def preempted(self, exc: Preempted, ran_seconds: float) -> None:
         """Count one; raise Preempted past the budget (the caller deletes the RayJob)."""
         self.count += 1
         self.lost_seconds += ran_seconds
@@ -361,9 +360,10 @@ class Preemptions:
         self._since = self.clock()
         log(f"{exc}. Preemption {self.count} of at most {self.budget} ridden out ({ran_seconds:.0f}s of the job lost): "
             "waiting for Kueue to admit it again; KubeRay then runs the job on a new cluster")
-        if log_path:
-            with contextlib.suppress(OSError), open(log_path, "a") as f:
-                f.write(f"--- kfp-ray: preempted ({self.count}); the job runs again on a new cluster ---\n")
+
+    def heading(self) -> str:
+        """The job log's line before the run on a new cluster ("": the first run)."""
+        return f"--- kfp-ray: preempted ({self.count}); the job runs again on a new cluster ---\n" if self.count else ""
 
     def running_again(self) -> None:
         if self._since is not None:
@@ -495,13 +495,13 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
                     follower = RayJobFollower(spec.name, spec.namespace, url, status(rj).get("jobId") or job_id,
                                               timeout=deadline_s + 60, cluster_name=cluster_name,
                                               max_poll=max_poll_seconds, outage_tolerance=outage_tolerance_seconds,
-                                              heartbeat=renewer, log_path=log_path, append=preemptions.count > 0)
+                                              heartbeat=renewer, log_path=log_path, heading=preemptions.heading())
                     followed = time.monotonic()
                     try:
                         result = follower.run()
                         break
                     except Preempted as exc:
-                        preemptions.preempted(exc, time.monotonic() - followed, log_path)
+                        preemptions.preempted(exc, time.monotonic() - followed)
                         stale = cluster_name
                 result.teardown_seconds = _delete_after_success(spec, creation)
                 return Ran(spec.name, spec.namespace, cluster_name, round(queued, 2), round(starting, 2), result,

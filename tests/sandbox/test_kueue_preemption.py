@@ -9,44 +9,27 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s
 
-from tests.helpers import eventually, raycluster
+from tests.helpers import eventually, labelled, preempting_queue, raycluster
 from tests.sandbox.test_kueue_eviction import cond, events_about, workload_of
 from tests.sandbox.test_rayjob import rayjob
 
 NS = "sandbox"
-KUEUE = ("kueue.x-k8s.io", "v1beta1")
 RAY = ("ray.io", "v1", NS)
 
 
 @pytest.fixture
-def preempting_queue(sbx):
+def preempting(sbx):
     """The sandbox's ClusterQueue with withinClusterQueue LowerPriority and two WorkloadPriorityClasses,
     restored afterwards; the test's clusters never start Ray."""
     api = sbx.api_client()
     co, v1 = k8s.CustomObjectsApi(api), k8s.CoreV1Api(api)
     sbx.set_faults({"clusters": {"pre-*": {"slow_start": 600}}})
-    for name, value in (("pre-low", 100), ("pre-high", 1000)):
-        co.create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", {
-            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
-            "value": value, "description": f"kfp-ray test: {name}"})
-    co.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cluster-queue",
-                                   {"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}})
-    try:
+    with preempting_queue(co, {"pre-low": 100, "pre-high": 1000}):
         yield co, v1
-    finally:
-        co.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cluster-queue",
-                                       {"spec": {"preemption": {"withinClusterQueue": "Never"}}})
-        for name in ("pre-low", "pre-high"):
-            co.delete_cluster_custom_object(*KUEUE, "workloadpriorityclasses", name)
 
 
-def labelled(body, priority):
-    body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
-    return body
-
-
-def test_a_higher_priority_raycluster_preempts_a_lower_one_which_comes_back_when_it_goes(preempting_queue):
-    co, v1 = preempting_queue
+def test_a_higher_priority_raycluster_preempts_a_lower_one_which_comes_back_when_it_goes(preempting):
+    co, v1 = preempting
     co.create_namespaced_custom_object(*RAY, "rayclusters", labelled(raycluster("pre-low", workers=0, cpu="5"), "pre-low"))
     eventually(lambda: (co.get_namespaced_custom_object(*RAY, "rayclusters", "pre-low")["spec"].get("suspend") is False),
                30, what="pre-low to be admitted")
@@ -72,8 +55,8 @@ def test_a_higher_priority_raycluster_preempts_a_lower_one_which_comes_back_when
     assert co.get_namespaced_custom_object(*RAY, "rayclusters", "pre-low")["spec"]["suspend"] is False
 
 
-def test_a_preempted_rayjob_is_suspended_and_comes_back_with_a_new_cluster_and_job_id(preempting_queue):
-    co, v1 = preempting_queue
+def test_a_preempted_rayjob_is_suspended_and_comes_back_with_a_new_cluster_and_job_id(preempting):
+    co, v1 = preempting
     co.create_namespaced_custom_object(*RAY, "rayjobs", labelled(rayjob("pre-low-job"), "pre-low"))
     first = eventually(lambda: (s := co.get_namespaced_custom_object(*RAY, "rayjobs", "pre-low-job").get("status") or {})
                        .get("jobDeploymentStatus") == "Initializing" and s.get("rayClusterName") and s, 30,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kfp_ray import rayjobs
+from kfp_ray import jobs, rayjobs
 from kfp_ray.errors import Preempted
 from kfp_ray.validate import Checker
 from tests.helpers import FakeClock
@@ -31,24 +31,27 @@ def test_when_a_followed_rayjob_counts_as_suspended(obj, expected):
 
 def test_preemptions_within_the_budget_are_counted_with_what_they_cost(tmp_path, capsys):
     clock = FakeClock(100.0)
-    log = tmp_path / "job.log"
-    log.write_text("first run\n")
     p = rayjobs.Preemptions("job", 2, clock=clock)
-    p.preempted(Preempted("Kueue suspended RayJob 'job' while its job ran: Preempted: to accommodate"), 30.0, str(log))
+    assert p.heading() == ""  # the first run's log starts the file
+    p.preempted(Preempted("Kueue suspended RayJob 'job' while its job ran: Preempted: to accommodate"), 30.0)
     clock.advance(45.0)
     p.running_again()
     p.running_again()  # once per preemption
     assert (p.count, p.lost_seconds) == (1, 75.0)
     assert "Preemption 1 of at most 2 ridden out (30s of the job lost)" in capsys.readouterr().out
+    # the next run's follower writes its log after the first run's, below the heading
+    log = tmp_path / "job.log"
+    log.write_text("first run\n")
+    jobs.Follower("http://head-svc:8265", "job-1", 60, log_path=str(log), heading=p.heading()).close()
     assert log.read_text() == "first run\n--- kfp-ray: preempted (1); the job runs again on a new cluster ---\n"
 
 
 def test_past_the_budget_the_preemption_is_raised_naming_the_count():
     p = rayjobs.Preemptions("job", 1)
-    p.preempted(Preempted("first"), 1.0, None)
+    p.preempted(Preempted("first"), 1.0)
     with pytest.raises(Preempted, match=r"^second\. Preempted 2 times, more than max_preemptions=1, so the run is given "
                                         r"up\. Fix: raise max_preemptions or priority_class"):
-        p.preempted(Preempted("second"), 1.0, None)
+        p.preempted(Preempted("second"), 1.0)
 
 
 @pytest.mark.parametrize("value", [-1, 1.5, True, "3"])

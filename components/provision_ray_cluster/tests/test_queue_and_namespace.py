@@ -11,6 +11,7 @@ from kubernetes import watch
 
 from kfp_ray import kube, queues, tasks
 from kfp_ray.errors import InputError, StartupTimeout
+from tests.helpers import priority_classes
 
 KUEUE = ("kueue.x-k8s.io", "v1beta1")
 SMALL = dict(num_workers=0, head_cpu="500m", head_memory="1Gi")
@@ -143,12 +144,9 @@ def test_the_priority_class_labels_the_cluster_and_ranks_its_workload(box, sbx, 
     """As pipeline-runner (no Kueue reads): the class is taken as given, said so, and Kueue gives
     the Workload its value."""
     co = k8s.CustomObjectsApi(sbx.api_client())
-    co.create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": "pc-batch"},
-        "value": 250})
     sbx.set_faults({"clusters": {"ranked": {"slow_start": 300}}})
     since = co.list_namespaced_custom_object(*KUEUE, "sandbox", "workloads")["metadata"]["resourceVersion"]
-    try:
+    with priority_classes(co, {"pc-batch": 250}):
         with pytest.raises(StartupTimeout):  # and the failed provision deletes its cluster, Workload too
             tasks.provision(run_id="r-ranked", cluster_name="ranked", local_queue="local-queue-test",
                             priority_class="pc-batch", startup_timeout=2, **SMALL)
@@ -158,8 +156,6 @@ def test_the_priority_class_labels_the_cluster_and_ranks_its_workload(box, sbx, 
                                                                "workloads", resource_version=since, timeout_seconds=2)
                    if ev["type"] == "ADDED" and ev["object"]["metadata"]["ownerReferences"][0]["name"] == "ranked"]
         assert [(w["spec"]["priorityClassName"], w["spec"]["priority"]) for w in created] == [("pc-batch", 250)]
-    finally:
-        co.delete_cluster_custom_object(*KUEUE, "workloadpriorityclasses", "pc-batch")
 
 
 def test_priority_class_must_be_a_label_value():

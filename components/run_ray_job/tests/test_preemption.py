@@ -14,11 +14,10 @@ from kubernetes import client as k8s
 
 from kfp_ray import tasks
 from kfp_ray.errors import Preempted
-from tests.helpers import eventually, raycluster
+from tests.helpers import eventually, labelled, preempting_queue, raycluster
 
 from .test_run import SMALL, TASK, nothing_left
 
-KUEUE = ("kueue.x-k8s.io", "v1beta1")
 RAY = ("ray.io", "v1", "sandbox")
 JOB = """import os, time
 print("job started", flush=True)
@@ -29,24 +28,13 @@ print('KFP_RAY_METRICS {"accuracy": 0.9}', flush=True)
 
 
 @pytest.fixture
-def preempting_queue(sbx):
+def preempting(sbx):
     """The ClusterQueue preempts within itself by priority; two WorkloadPriorityClasses; the
-    preemptor's cluster never starts Ray (slow_start)."""
+    preemptor's cluster never starts Ray (slow_start). sbx then deletes what the test left."""
     co = k8s.CustomObjectsApi(sbx.api_client())
     sbx.set_faults({"clusters": {"rj-high*": {"slow_start": 600}}})
-    for name, value in (("rj-low", 100), ("rj-high", 1000)):
-        co.create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", {
-            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
-            "value": value})
-    co.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cluster-queue",
-                                   {"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}})
-    try:
+    with preempting_queue(co, {"rj-low": 100, "rj-high": 1000}):
         yield co
-    finally:  # sbx then deletes what the test left and clears the faults
-        co.patch_cluster_custom_object(*KUEUE, "clusterqueues", "cluster-queue",
-                                       {"spec": {"preemption": {"withinClusterQueue": "Never"}}})
-        for name in ("rj-low", "rj-high"):
-            co.delete_cluster_custom_object(*KUEUE, "workloadpriorityclasses", name)
 
 
 @pytest.fixture
@@ -89,16 +77,15 @@ def preempt(co, name: str, log) -> str:
     (9 CPUs: the job's head and submitter take 1) takes it; returns the preempted cluster's name."""
     eventually(lambda: log.exists() and "job started" in log.read_text(), 240, what=f"{name}'s job to run")
     running = status(co, name)
-    high = raycluster("rj-high", workers=0, cpu="8500m", memory="2Gi")
-    high["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "rj-high"
-    co.create_namespaced_custom_object(*RAY, "rayclusters", high)
+    co.create_namespaced_custom_object(*RAY, "rayclusters",
+                                       labelled(raycluster("rj-high", workers=0, cpu="8500m", memory="2Gi"), "rj-high"))
     return running["rayClusterName"]
 
 
 @pytest.mark.ray
-def test_a_preempted_rayjob_runs_again_on_a_new_cluster_and_succeeds(box, sbx, as_admin, preempting_queue, code,
+def test_a_preempted_rayjob_runs_again_on_a_new_cluster_and_succeeds(box, sbx, as_admin, preempting, code,
                                                                       tmp_path, capsys):
-    co = preempting_queue
+    co = preempting
     t, out = start(code, tmp_path, "rj-preempted", max_preemptions=1)
     first = preempt(co, "rj-preempted", tmp_path / "job.log")
     eventually(lambda: status(co, "rj-preempted").get("jobDeploymentStatus") == "Suspended", 120,
@@ -121,8 +108,8 @@ def test_a_preempted_rayjob_runs_again_on_a_new_cluster_and_succeeds(box, sbx, a
 
 @pytest.mark.ray
 def test_past_max_preemptions_the_run_fails_naming_them_and_leaves_nothing(box, sbx, as_pipeline_runner,
-                                                                          preempting_queue, code, tmp_path):
-    co = preempting_queue
+                                                                          preempting, code, tmp_path):
+    co = preempting
     t, out = start(code, tmp_path, "rj-given-up", max_preemptions=0)
     preempt(co, "rj-given-up", tmp_path / "job.log")
     t.join(120)
