@@ -93,6 +93,7 @@ MEASURED_S = {
     "tests/sandbox/test_faults.py": 76,
     "components/follow_ray_job/tests/test_follow.py": 75,
     "components/submit_ray_job/tests/test_submit.py": 55,
+    "components/follow_ray_job/tests/test_submit_and_follow.py": 30,
     "tests/contract/test_kubectl_streams.py": 53,
     "tests/reliability/test_benchmark_owners.py": 45,
     "tests/contract/test_kubectl.py": 43,

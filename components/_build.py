@@ -23,7 +23,8 @@ BASE_IMAGE = "registry.access.redhat.com/ubi9/python-311:9.6-1756977307"
 KUBE = ["kubernetes==30.1.0"]
 CODEFLARE = ["codeflare-sdk==0.34.0", "kubernetes==30.1.0"]
 SUBMIT = ["requests>=2.31,<3", "boto3>=1.34,<2"]  # the dashboard's job API; s3:// working_dir
-FOLLOW = ["requests>=2.31,<3", "kubernetes==30.1.0"]  # the job API; delete and lease the cluster
+# the job API; delete and lease the cluster; boto3 for an s3:// working_dir, as follow may submit
+FOLLOW = ["requests>=2.31,<3", "kubernetes==30.1.0", "boto3>=1.34,<2"]
 # A Ray client must have the cluster's Ray (and Python minor) version: the Ray image's, 2.52.1
 # on Python 3.11 (quay.io/modh/ray:2.52.1-py311-cu121), as BASE_IMAGE is. `train`: a driver
 # that runs Ray Train (pyarrow for storage_path); cryptography for the mTLS certificate.

@@ -1,7 +1,7 @@
 """The shape every kfp-ray training pipeline shares: stage data in S3, run the Ray job on a
 Kueue-queued cluster, publish its results, and tear everything down in an exit handler
 whatever happens. The job runs one of two ways, as the pipeline's `lifecycle` parameter says:
-"raycluster" (provision a RayCluster, submit and follow the job) or "rayjob" (one
+"raycluster" (provision a RayCluster, then submit and follow the job in one task) or "rayjob" (one
 run_ray_job task: a KubeRay RayJob that creates and deletes its own cluster)."""
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from pathlib import Path
 
 from kfp import dsl, kubernetes
 
-from kfp_ray.components.follow_ray_job.component import follow_ray_job
+from kfp_ray.components.follow_ray_job.component import follow_ray_job_with_code
 from kfp_ray.components.provision_ray_cluster.component import provision_ray_cluster
 from kfp_ray.components.publish_training_results.component import publish_training_results
 from kfp_ray.components.run_ray_job.component import run_ray_job, run_ray_job_with_code
 from kfp_ray.components.stage_dataset.component import stage_dataset
-from kfp_ray.components.submit_ray_job.component import submit_ray_job_with_code
 from kfp_ray.components.teardown_ray_cluster.component import teardown_ray_cluster
 from kfp_ray.pipelines.sizes import size_tasks
 
@@ -25,11 +24,12 @@ JOBS = Path(__file__).resolve().parent / "jobs"
 
 
 def job_tasks(job: str):
-    """The submit and run_ray_job components carrying demo job `job` (pipelines/jobs/<job>.py,
-    its requirements file and storage.py) as `code/`: each pipeline carries its own job only,
-    since every byte of a task is copied several times into the run's Argo Workflow."""
+    """The follow_ray_job (which submits too) and run_ray_job components carrying demo job `job`
+    (pipelines/jobs/<job>.py, its requirements file and storage.py) as `code/`: each pipeline
+    carries its own job only, since every byte of a task is copied several times into the
+    run's Argo Workflow."""
     files = {f"{job}.py", "storage.py", f"requirements/{job}.txt"}
-    return submit_ray_job_with_code(JOBS, files), run_ray_job_with_code(JOBS, files)
+    return follow_ray_job_with_code(JOBS, files), run_ray_job_with_code(JOBS, files)
 # The data connection secret's keys, as RHOAI writes them, mounted as the same env names.
 # The dashboard's data connection form leaves the region empty when not given: optional
 # (the runtime and the jobs then use us-east-1, which S3-compatible stores accept).
@@ -71,12 +71,12 @@ def with_data_connection_keys(task, data_connection):
 
 # Task retries (issue 25 item 9): only on the tasks whose rerun takes up where the failed
 # attempt left off and repeats nothing, since KFP retries a task whatever made it fail.
-# - submit_ray_job: the submission id comes from run and task, so a retry finds the job the
-#   first attempt submitted; a failed submit leaves the cluster, whose lease it handed on for
-#   a retry (lease.HANDOFF_S, longer than the backoff).
-# - follow_ray_job: follows the same job (by id) again: after a dashboard outage that outlasted
-#   its window, or a killed pod. Once the job was over the first attempt deleted the cluster,
-#   and a retry says so at once (tasks.follow) instead of waiting out an unreachable dashboard.
+# - follow_ray_job, which submits the job first in the pipelines: the submission id comes from
+#   run and task, so a retry finds the job the first attempt submitted and follows it again:
+#   after a failed submission (the cluster is left, its lease handed on for a retry,
+#   lease.HANDOFF_S, longer than the backoff), a dashboard outage that outlasted its window, or
+#   a killed pod. Once the job was over the first attempt deleted the cluster, and a retry
+#   says so at once (tasks.follow) instead of waiting out an unreachable dashboard.
 # - teardown_ray_cluster (the exit handler): idempotent; nothing left is success.
 # Not retried: provision_ray_cluster adopts its cluster after a kill, but its failures are
 # verdicts reached at the end of admission_timeout or startup_timeout (no quota, no queue, an
@@ -151,16 +151,17 @@ def with_lifecycle_doc(summary: str):
     return mark
 
 
-def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s3_prefix, local_queue, image,
+def train_on_ray(*, follow, entrypoint, working_dir, dataset, data_connection, s3_prefix, local_queue, image,
                  num_workers, head_cpu, head_memory, worker_cpu, worker_memory, worker_gpus, tolerations,
-                 admission_timeout, startup_timeout, job_timeout, pip=None, requirements_file="",
+                 admission_timeout, startup_timeout, job_timeout, priority_class="", max_preemptions=3, pip=None, requirements_file="",
                  install_requirements=True, pip_index_url="", pip_trusted_host="", title="Ray training run",
                  lifecycle="raycluster", run=run_ray_job):
     """Wire the tasks of a training run inside a pipeline function (`title`: the HTML report's). Every task has
     caching off: each run must get a cluster and a job of its own. `lifecycle` (the pipeline's parameter) picks
-    the branch: run_ray_job (`run`, the RayJob counterpart of `submit`, with the same code), or provision, submit
-    and follow. Returns the two branches' tasks that ran the job."""
-    shape = dict(local_queue=local_queue, image=image, num_workers=num_workers, head_cpu=head_cpu,
+    the branch: run_ray_job (`run`, the RayJob counterpart of `follow`, with the same code), or provision then
+    follow_ray_job (`follow`), which submits the job and follows it. Returns the two branches' tasks that ran
+    the job."""
+    shape = dict(local_queue=local_queue, priority_class=priority_class, image=image, num_workers=num_workers, head_cpu=head_cpu,
                  head_memory=head_memory, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=worker_gpus,
                  tolerations=tolerations, admission_timeout=admission_timeout, startup_timeout=startup_timeout,
                  pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host)
@@ -170,7 +171,7 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
         f'{{"local_queue": "{local_queue}", "num_workers": "{num_workers}", "head": "{head_cpu} CPU, {head_memory}", '
         f'"worker": "{worker_cpu} CPU, {worker_memory}, {worker_gpus} GPU", "s3_prefix": "{s3_prefix}", '
         f'"admission_timeout": "{admission_timeout}", "startup_timeout": "{startup_timeout}", '
-        f'"job_timeout": "{job_timeout}"}}'))
+        f'"job_timeout": "{job_timeout}", "priority_class": "{priority_class}"}}'))
     code = dict(entrypoint=entrypoint, run_id=RUN_ID, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
                 working_dir=working_dir, pip=pip or [], requirements_file=requirements_file,
                 install_requirements=install_requirements)
@@ -188,25 +189,25 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
         with dsl.If(lifecycle == "raycluster", name="raycluster"):
             stage, env_vars = staged()
             cluster = provision(data_connection, **shape)
-            submitted = with_data_connection(submit(dashboard_url=cluster.outputs["dashboard_url"], env_vars=env_vars,
-                                                    cluster_name=cluster.outputs["cluster_name"],
-                                                    namespace=cluster.outputs["namespace"], **code), data_connection)
-            # Follow prints the job's log: with the data connection in its env, redact.py hides its
-            # keys there too (the Ray pods have them, so a job may print them).
-            follow = with_data_connection(follow_ray_job(
-                dashboard_url=cluster.outputs["dashboard_url"], job_id=submitted.output,
+            # One task submits the job and follows it (a task fewer on the critical path). It prints
+            # the job's log: with the data connection in its env, redact.py hides its keys there too
+            # (the Ray pods have them, so a job may print them); an s3:// working_dir reads with them.
+            followed = with_data_connection(follow(
+                dashboard_url=cluster.outputs["dashboard_url"], env_vars=env_vars,
                 cluster_name=cluster.outputs["cluster_name"], namespace=cluster.outputs["namespace"],
-                timeout=job_timeout), data_connection)
-            publish = publish_run(stage, cluster, follow, follow.outputs["job_log"], title, data_connection, **facts)
-            for task in (cluster, submitted, follow, publish):
+                timeout=job_timeout, max_preemptions=max_preemptions, admission_timeout=admission_timeout,
+                startup_timeout=startup_timeout, **code), data_connection)
+            publish = publish_run(stage, cluster, followed, followed.outputs["job_log"], title, data_connection,
+                                  **facts)
+            for task in (cluster, followed, publish):
                 task.set_caching_options(False)
-            for task in (submitted, follow):
-                retried(task)
+            retried(followed)
         with dsl.Elif(lifecycle == "rayjob", name="rayjob"):
             stage, env_vars = staged()  # the RayJob's runtime_env names the data: created once staged
             # It streams the job's log: with the data connection in its env, redact.py hides its keys there.
             job = with_data_connection(run(task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER, data_connection=data_connection,
-                                           job_timeout=job_timeout, env_vars=env_vars, **code, **shape),
+                                           job_timeout=job_timeout, env_vars=env_vars, max_preemptions=max_preemptions,
+                                           **code, **shape),
                                        data_connection)
             published = publish_run(stage, job, job, job.outputs["job_log"], title, data_connection, **facts)
             published.set_display_name("publish-training-results")
@@ -215,4 +216,4 @@ def train_on_ray(*, submit, entrypoint, working_dir, dataset, data_connection, s
         with dsl.Else(name="unknown-lifecycle"):
             staged()  # fails: names the lifecycle parameter and its choices
     size_tasks()
-    return job, follow
+    return job, followed

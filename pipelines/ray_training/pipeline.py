@@ -3,7 +3,7 @@ Kueue-queued RayCluster, with data/output folders in S3 and the results publishe
 
 from kfp import dsl
 
-from kfp_ray.components.submit_ray_job.component import submit_ray_job
+from kfp_ray.components.follow_ray_job.component import follow_ray_job
 from kfp_ray.pipelines.common import train_on_ray, with_lifecycle_doc
 
 
@@ -19,6 +19,7 @@ def ray_training(
     data_connection: str = "aws-connection-minio",
     s3_prefix: str = "",
     local_queue: str = "",
+    priority_class: str = "",
     image: str = "",
     num_workers: int = 1,
     head_cpu: str = "1",
@@ -29,17 +30,18 @@ def ray_training(
     admission_timeout: int = 600,
     startup_timeout: int = 900,
     job_timeout: int = 86400,
+    max_preemptions: int = 3,
     pip_index_url: str = "",
     pip_trusted_host: str = "",
     lifecycle: str = "raycluster",
 ):
     train_on_ray(
         title="ray_training",
-        submit=submit_ray_job, working_dir=working_dir, entrypoint=entrypoint, dataset=dataset,
-        data_connection=data_connection, s3_prefix=s3_prefix, local_queue=local_queue, image=image,
+        follow=follow_ray_job, working_dir=working_dir, entrypoint=entrypoint, dataset=dataset,
+        data_connection=data_connection, s3_prefix=s3_prefix, local_queue=local_queue, priority_class=priority_class, image=image,
         num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,
         worker_memory=worker_memory, worker_gpus=worker_gpus,
         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        admission_timeout=admission_timeout, startup_timeout=startup_timeout, job_timeout=job_timeout, pip=requirements,
+        admission_timeout=admission_timeout, startup_timeout=startup_timeout, job_timeout=job_timeout, max_preemptions=max_preemptions, pip=requirements,
         pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host,
         lifecycle=lifecycle)

@@ -5,7 +5,7 @@ from kfp import dsl
 
 from kfp_ray.pipelines.common import job_tasks, train_on_ray, with_lifecycle_doc
 
-submit_job, run_job = job_tasks("xgboost_tune")
+follow_job, run_job = job_tasks("xgboost_tune")
 
 
 @dsl.pipeline(name="xgboost-tune", description="Ray Tune over XGBoost hyperparameters on a Kueue-queued RayCluster "
@@ -18,6 +18,7 @@ def xgboost_tune(
     data_connection: str = "aws-connection-minio",
     s3_prefix: str = "",
     local_queue: str = "",
+    priority_class: str = "",
     image: str = "",
     num_workers: int = 1,
     head_cpu: str = "1",
@@ -27,6 +28,7 @@ def xgboost_tune(
     admission_timeout: int = 600,
     startup_timeout: int = 900,
     job_timeout: int = 3600,
+    max_preemptions: int = 3,
     install_requirements: bool = True,
     extra_requirements: list = [],
     pip_index_url: str = "",
@@ -35,12 +37,12 @@ def xgboost_tune(
 ):
     train_on_ray(
         title="xgboost_tune",
-        submit=submit_job, working_dir="code",
+        follow=follow_job, working_dir="code",
         entrypoint=f"python xgboost_tune.py --samples {samples} --concurrent {concurrent_trials} --rounds {boosting_rounds}",
-        dataset="breast_cancer", data_connection=data_connection, s3_prefix=s3_prefix, local_queue=local_queue,
+        dataset="breast_cancer", data_connection=data_connection, s3_prefix=s3_prefix, local_queue=local_queue, priority_class=priority_class,
         image=image, num_workers=num_workers, head_cpu=head_cpu, head_memory=head_memory, worker_cpu=worker_cpu,
         worker_memory=worker_memory, worker_gpus=0, tolerations=[], admission_timeout=admission_timeout,
-        startup_timeout=startup_timeout, job_timeout=job_timeout,
+        startup_timeout=startup_timeout, job_timeout=job_timeout, max_preemptions=max_preemptions,
         requirements_file="requirements/xgboost_tune.txt", install_requirements=install_requirements,
         pip=extra_requirements, pip_index_url=pip_index_url, pip_trusted_host=pip_trusted_host,
         lifecycle=lifecycle, run=run_job)

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from . import cluster, jobs, kube, lease
 from .errors import Cancelled, ClusterError, JobFailed, JobTimeout, Preempted
+from .preemption import MAX_PREEMPTIONS, Preemptions
 from .rayclusters import GROUP, RAYJOB, VERSION, age_seconds, being_deleted, get, request_delete, wait_gone
 from .readiness import PODS_EVERY, ClusterTarget, wait_ready
 from .signals import cleanup_deadline, sigterm_raises
@@ -64,8 +65,7 @@ TERMINAL_DEPLOYMENT = ("Complete", "Failed")
 # A preempted RayJob (Kueue sets spec.suspend; KubeRay deletes its cluster and submitter and
 # resets the status: Suspending -> Suspended) is admitted again when quota frees, and KubeRay
 # then creates a new cluster and submits the job again under the same spec.jobId. This task
-# rides that out this many times by default (the max_preemptions input).
-MAX_PREEMPTIONS = 3
+# rides that out up to max_preemptions times (preemption.MAX_PREEMPTIONS by default).
 NOT_SUBMITTED = "NOT_SUBMITTED_YET"
 
 
@@ -337,38 +337,6 @@ def suspension(rj: dict) -> str:
         return f"Kueue suspended RayJob {name!r} while its job ran: {ev.reason}: {ev.message}"
     return (f"Kueue suspended RayJob {name!r} while its job ran (preempted, or its queue stopped; Kueue's reason is in "
             "its Workload, which this service account may not read)")
-
-
-class Preemptions:
-    """A run's preemptions, counted against `budget` (max_preemptions), and the seconds they
-    cost: the job's run time that was lost (it runs again from its start, or from its last
-    checkpoint where it keeps them) plus the wait for re-admission and a new cluster."""
-
-    def __init__(self, name: str, budget: int, clock=time.monotonic):
-        self.name, self.budget, self.clock = name, budget, clock
-        self.count, self.lost_seconds = 0, 0.0
-        self._since: float | None = None
-
-    def preempted(self, exc: Preempted, ran_seconds: float) -> None:
-        """Count one; raise Preempted past the budget (the caller deletes the RayJob)."""
-        self.count += 1
-        self.lost_seconds += ran_seconds
-        if self.count > self.budget:
-            raise Preempted(f"{exc}. Preempted {self.count} time{'s' if self.count > 1 else ''}, more than "
-                            f"max_preemptions={self.budget}, so the run is given up. Fix: raise max_preemptions or "
-                            "priority_class") from None
-        self._since = self.clock()
-        log(f"{exc}. Preemption {self.count} of at most {self.budget} ridden out ({ran_seconds:.0f}s of the job lost): "
-            "waiting for Kueue to admit it again; KubeRay then runs the job on a new cluster")
-
-    def heading(self) -> str:
-        """The job log's line before the run on a new cluster ("": the first run)."""
-        return f"--- kfp-ray: preempted ({self.count}); the job runs again on a new cluster ---\n" if self.count else ""
-
-    def running_again(self) -> None:
-        if self._since is not None:
-            self.lost_seconds += self.clock() - self._since
-            self._since = None
 
 
 def _epoch_ms(ts: str | None) -> int | None:

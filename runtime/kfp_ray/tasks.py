@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from datetime import UTC
 
-from . import cluster, jobs, kube, lease, rayclusters
-from .errors import Cancelled, InputError, InputErrors, JobFailed, JobLost, JobTimeout
+from . import cluster, jobs, kube, lease, preemption, rayclusters
+from .errors import Cancelled, ClusterError, InputError, InputErrors, JobFailed, JobLost, JobTimeout, Preempted
 from .signals import cleanup_deadline, sigterm_raises
 from .validate import Checker, derive_cluster_name, label_value, task_identity
 from .wait import Backoff, Outage, beat, combine, first_line, is_transient, log
@@ -91,8 +91,22 @@ def submit(dashboard_url: str, entrypoint: str, run_id: str, task: str = "submit
 def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "", namespace: str = "",
            timeout: float = 86400, delete_cluster: bool = True, max_poll_seconds: float = jobs.MAX_POLL,
            outage_tolerance_seconds: float = jobs.OUTAGE_TOLERANCE, heartbeat: Callable[[], None] | None = None,
-           lease_seconds: float = lease.DEFAULT_LEASE_S, renew_every_seconds: float = lease.DEFAULT_RENEW_S):
+           lease_seconds: float = lease.DEFAULT_LEASE_S, renew_every_seconds: float = lease.DEFAULT_RENEW_S,
+           submission: dict | None = None, max_preemptions: int = preemption.MAX_PREEMPTIONS,
+           admission_timeout: float = 600, startup_timeout: float = 900):
     """Follow the job; write its log (as read so far) to log_path whatever happens.
+
+    With `submission` (jobs.submit's arguments after the dashboard URL) instead of a job_id,
+    the job is submitted first, as submit_ray_job would, under the same cancellation, lease
+    and cluster handling: one task on the critical path instead of two. Its id comes from the
+    run and task, so a retried task adopts the job its first attempt submitted.
+
+    A Kueue preemption of the cluster (spec.suspend: KubeRay deletes its pods) is ridden out
+    up to max_preemptions times when this task submitted the job: it waits for re-admission
+    and new pods (admission_timeout and startup_timeout apply again), submits the job again
+    on the new head (a job that keeps checkpoints resumes from its last one) and follows it,
+    its log appended. Past the budget, or with only a job_id (nothing to submit again), the
+    task fails naming the preemption and deletes the cluster.
 
     The cluster (delete_cluster, cluster_name) is deleted when the job is over (terminal,
     lost, or timed out and stopped) and when the task is cancelled: then the job's stop and
@@ -109,20 +123,63 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
     c = Checker()
     jobs.check_dashboard_url(c, dashboard_url)
     lease.check(c, lease_seconds, renew_every_seconds)
+    c.at_least("max_preemptions", max_preemptions, 0, f"give how many Kueue preemptions the run rides out, e.g. "
+               f"{preemption.MAX_PREEMPTIONS} (0: fail at the first)")
+    c.positive_seconds("admission_timeout", admission_timeout)
+    c.positive_seconds("startup_timeout", startup_timeout)
+    if submission is not None:
+        jobs.check_job(c, submission.get("entrypoint", ""), submission.get("run_id", ""), submission.get("env_vars"),
+                       submission.get("pip"))
+        if job_id:
+            c.fail("job_id", f"{job_id!r} is given with an entrypoint", "give one of them: job_id to follow a job "
+                   "submit_ray_job submitted, or entrypoint for this task to submit the job")
+    elif not job_id:
+        c.fail("job_id", "is empty", "wire submit_ray_job's job_id output, or give entrypoint (and run_id) for this "
+               "task to submit the job")
     c.done()
+    if submission is not None:
+        job_id = jobs.submission_id(submission["run_id"], submission["task"])
     deleting = bool(delete_cluster and cluster_name)
     ns = _namespace(namespace) if deleting else namespace
     _check_cluster_exists(cluster_name, namespace, job_id)
     renewer = _renewer(cluster_name, namespace, lease_seconds, renew_every_seconds)
-    # The log streams into log_path as it is read (redacted), whatever happens.
-    follower = jobs.Follower(dashboard_url, job_id, timeout, max_poll=max_poll_seconds,
-                             outage_tolerance=outage_tolerance_seconds, heartbeat=combine(renewer, heartbeat),
-                             log_path=log_path)
+    preemptions = preemption.Preemptions(cluster_name, max_preemptions,
+                                         what="the job is submitted again on the cluster's new pods")
+
+    def follower_for(mark: str = "") -> jobs.Follower:
+        # The log streams into log_path as it is read (redacted), whatever happens; after a
+        # preemption, appended below a heading.
+        options = dict(max_poll=max_poll_seconds, outage_tolerance=outage_tolerance_seconds,
+                       heartbeat=combine(renewer, heartbeat), log_path=log_path, heading=preemptions.heading())
+        if not cluster_name:
+            return jobs.Follower(dashboard_url, job_id, timeout, **options)
+        return preemption.ClusterFollower(dashboard_url, job_id, timeout, cluster_name, _namespace(namespace), mark,
+                                          **options)
+
+    follower = follower_for()
     with sigterm_raises():
         try:
             try:
-                result = follower.run()
-            except (JobFailed, JobTimeout):  # over: failed, stopped, lost, or timed out and stopped
+                while True:
+                    if submission is not None:
+                        _submit(dashboard_url, submission, renewer, cluster_name if deleting else "")
+                    started = time.monotonic()
+                    try:
+                        result = follower.run()
+                        break
+                    except Preempted as exc:
+                        if submission is None:
+                            raise Preempted(f"{exc}. Its pods are gone, and the job with them; this task was given "
+                                            "a job_id, not the job, so it cannot submit it again. Fix: give "
+                                            "follow_ray_job the entrypoint instead of submit_ray_job's job_id") from None
+                        preemptions.preempted(exc, follower.lost_seconds(started))
+                        mark = follower.mark
+                        _readmitted(cluster_name, _namespace(namespace), mark, admission_timeout, startup_timeout,
+                                    combine(renewer, heartbeat))
+                        preemptions.running_again()
+                        follower = follower_for()
+                result.preemptions, result.preempted_seconds = preemptions.count, round(preemptions.lost_seconds, 1)
+            except (JobFailed, JobTimeout, ClusterError):  # over: failed, stopped, lost, timed out, not back
                 if deleting:
                     _delete_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)
                 raise
@@ -140,6 +197,30 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
         except Cancelled as exc:
             _cancel(follower, cluster_name if deleting else "", ns, exc)
             raise
+
+
+def _readmitted(name: str, namespace: str, mark: str, admission_timeout: float, startup_timeout: float,
+                heartbeat) -> None:
+    preemption.wait_readmitted(name, namespace, mark, admission_timeout, startup_timeout, heartbeat)
+    log(f"RayCluster {name} is ready again; dashboard {cluster.dashboard_url(name, namespace)}")
+
+
+def _submit(dashboard_url: str, submission: dict, renewer: lease.Renewer | None, cluster_name: str) -> None:
+    """Submit the job that follow then follows. The lease is renewed first (one lease: this
+    process is alive to renew it again); a failed submission leaves the cluster and hands its
+    lease on, as a failed follow does: a retry of this task adopts or submits the job."""
+    if renewer is not None:
+        renewer.renew()
+    try:
+        jobs.submit(dashboard_url, **submission)
+    except Exception as exc:
+        if cluster_name:
+            log(f"leaving RayCluster {cluster_name}: the job's submission failed ({type(exc).__name__}); a retry of "
+                "this task submits it again (or adopts it, if it got through), else the pipeline's exit handler "
+                "(teardown) deletes the cluster")
+        if renewer is not None:
+            renewer.hand_off()
+        raise
 
 
 def _check_cluster_exists(cluster_name: str, namespace: str, job_id: str) -> None:

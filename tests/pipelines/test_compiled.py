@@ -15,7 +15,7 @@ from kfp_ray.pipelines import compile as comp
 from kfp_ray.pipelines import registry
 
 ROOT = Path(__file__).resolve().parents[2]
-CLUSTER_TASKS = ("provision-ray-cluster", "submit-ray-job", "follow-ray-job", "teardown-ray-cluster")
+CLUSTER_TASKS = ("provision-ray-cluster", "follow-ray-job", "teardown-ray-cluster")  # follow submits too
 RAYJOB_TASKS = ("run-ray-job", "stage-dataset-2", "publish-training-results-2")  # lifecycle "rayjob"
 # the Ray client driver pipeline (seed demo 2) has no job: its driver task is the cluster's user
 DRIVER_TASKS = ("provision-ray-cluster", "run-ray-driver", "teardown-ray-cluster")

@@ -17,7 +17,7 @@ from kfp_ray.pipelines.common import DATA_CONNECTION_KEYS, data_connection_env
 from kfp_ray_sandbox.controllers.kubelet import ConfigError, container_env
 
 NOREGION = "aws-connection-noregion"
-S3_TASKS = {"exec-stage-dataset", "exec-submit-ray-job", "exec-follow-ray-job", "exec-publish-training-results",
+S3_TASKS = {"exec-stage-dataset", "exec-follow-ray-job", "exec-publish-training-results",
             # lifecycle "rayjob" (run-ray-job streams the job's log: redacted with the keys), and the typo branch
             "exec-stage-dataset-2", "exec-run-ray-job", "exec-publish-training-results-2", "exec-stage-dataset-3"}
 # the Ray client driver pipeline: its driver task reads and writes S3 (data, checkpoints, results.json)

@@ -25,7 +25,7 @@ def test_a_job_without_its_requirements_fails_with_the_import_error_in_the_task_
     assert re.search(r"teardown-ray-cluster \| \[kfp-ray\] run report: task follow-ray-job failed: .*No module named", out)
     page = next((tmp_path / "out").glob("**/teardown-ray-cluster/*/html_report")).read_text()
     assert "Failed at follow-ray-job" in page and re.search(r"No module named &#x27;(xgboost|boto3)&#x27;", page)
-    assert all(f'data-phase="{p}"' in page for p in ("provision-ray-cluster", "submit-ray-job", "follow-ray-job"))
+    assert all(f'data-phase="{p}"' in page for p in ("provision-ray-cluster", "follow-ray-job"))
     assert re.search(r'data-phase="follow-ray-job"[^>]* data-state="failed"', page)
     assert 'id="failure"' in page and "<script" not in page
 

@@ -38,8 +38,7 @@ def test_the_lifecycle_parameter_picks_one_branch_and_a_typo_runs_only_the_check
     for value in ("raycluster", "rayjob", "RayJob"):
         [taken] = [name for name, t in tasks.items() if dag.condition_holds(t, {"pipelinechannel--lifecycle": value})]
         inside[value] = sorted(components[tasks[taken]["componentRef"]["name"]]["dag"]["tasks"])
-    assert inside["raycluster"] == ["follow-ray-job", "provision-ray-cluster", "publish-training-results", "stage-dataset",
-                                    "submit-ray-job"]
+    assert inside["raycluster"] == ["follow-ray-job", "provision-ray-cluster", "publish-training-results", "stage-dataset"]
     assert inside["rayjob"] == ["publish-training-results-2", "run-ray-job", "stage-dataset-2"]
     assert inside["RayJob"] == ["stage-dataset-3"]  # stage_dataset names the parameter and fails
 
@@ -60,10 +59,8 @@ def test_independent_tasks_start_together_and_the_rest_in_dependency_order():
     start, skip = dag.runnable(tasks, states)
     assert sorted(start) == ["provision-ray-cluster", "stage-dataset"] and skip == []  # stage does not wait
     states |= {"provision-ray-cluster": dag.SUCCEEDED, "stage-dataset": dag.RUNNING}
-    assert dag.runnable(tasks, states) == ([], [])  # submit needs the staged data too
+    assert dag.runnable(tasks, states) == ([], [])  # follow (it submits the job) needs the staged data too
     states["stage-dataset"] = dag.SUCCEEDED
-    assert dag.runnable(tasks, states)[0] == ["submit-ray-job"]
-    states |= {"submit-ray-job": dag.SUCCEEDED}
     assert dag.runnable(tasks, states)[0] == ["follow-ray-job"]
     states |= {"follow-ray-job": dag.SUCCEEDED}
     assert dag.runnable(tasks, states)[0] == ["publish-training-results"]
@@ -71,7 +68,7 @@ def test_independent_tasks_start_together_and_the_rest_in_dependency_order():
 
 def test_after_a_failure_the_dependents_are_skipped_and_the_exit_task_still_runs():
     tasks = inner()
-    states = {"provision-ray-cluster": dag.SUCCEEDED, "stage-dataset": dag.SUCCEEDED, "submit-ray-job": dag.SUCCEEDED,
+    states = {"provision-ray-cluster": dag.SUCCEEDED, "stage-dataset": dag.SUCCEEDED,
               "follow-ray-job": dag.FAILED}
     assert dag.runnable(tasks, states) == ([], ["publish-training-results"])
     root = spec()[0]["root"]["dag"]["tasks"]
@@ -88,7 +85,7 @@ def test_inputs_come_from_the_dag_inputs_upstream_outputs_and_constants():
                                                   outputs={"dashboard_url": "http://head:8265", "cluster_name": "c", "namespace": "sandbox"}),
                 "stage-dataset": dag.Node("stage-dataset", {}, {}, dag.SUCCEEDED,
                                           outputs={"data_uri": "s3://b/d", "output_uri": "s3://b/o"})}
-    params = dag.resolve_parameters(tasks["submit-ray-job"], parent, siblings)
+    params = dag.resolve_parameters(tasks["follow-ray-job"], parent, siblings)
     assert params["dashboard_url"] == "http://head:8265"
     assert params["pipelinechannel--stage-dataset-data_uri"] == "s3://b/d"
     assert params["pipelinechannel--samples"] == 6
@@ -121,7 +118,7 @@ def test_both_lifecycle_branches_hand_the_job_the_same_inputs(pipeline):
                     out[key] = re.sub(r"(stage-dataset)-\d+", r"\1", json.dumps(value, sort_keys=True))
         return out
 
-    cluster = constant_inputs("provision-ray-cluster", "submit-ray-job")
+    cluster = constant_inputs("provision-ray-cluster", "follow-ray-job")
     rayjob = constant_inputs("run-ray-job")
     shared = set(cluster) & set(rayjob)
     assert {"entrypoint", "num_workers", "worker_gpus", "tolerations", "image"} <= shared, sorted(shared)

@@ -1,5 +1,5 @@
 """Task retries (issue 25 item 9, pipelines/common.py RETRY): the compiled pipelines retry
-exactly the tasks whose rerun takes up where a failed attempt left off (submit, follow, the
+exactly the tasks whose rerun takes up where a failed attempt left off (follow, which submits too, the
 exit handler's teardown), and a retried follow whose job already ended says so at once."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from kfp_ray.errors import JobLost
 from kfp_ray.pipelines import common, registry
 from kfp_ray.pipelines import compile as compiling
 
-RETRIED = {"submit-ray-job", "follow-ray-job", "teardown-ray-cluster"}
+RETRIED = {"follow-ray-job", "teardown-ray-cluster"}  # follow submits the job too
 POLICY = {"maxRetryCount": 2, "backoffDuration": "30s", "backoffFactor": 2.0, "backoffMaxDuration": "604800s"}
 
 
