@@ -69,6 +69,10 @@ class SandboxClient:
     def clear_faults(self) -> dict:
         return self._control("DELETE", "/sandbox/v1/faults")
 
+    def s3_held(self) -> list[str]:
+        """The bucket/key paths of the S3 requests the "s3" hold fault holds now."""
+        return self._control("GET", "/sandbox/v1/s3/held")["held"]
+
     def crash_head(self, cluster: str, namespace: str | None = None) -> dict:
         return self._control("POST", f"/sandbox/v1/namespaces/{namespace or self.namespace}/rayclusters/{cluster}/crash")
 

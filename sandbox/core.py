@@ -145,7 +145,7 @@ class Sandbox:
         self.auth = Authenticator(NAMESPACE)
         self.faults = Faults()
         self.network = Network()
-        self.s3 = S3Server()
+        self.s3 = S3Server(faults=self.faults)
         self.api: ApiServer | None = None
         self.ca: ServingCA | None = None
         self.controllers: list = []
@@ -374,6 +374,8 @@ class Sandbox:
             if method == "DELETE":
                 self.faults.clear()
                 return 200, self.faults.get()
+        if path == "/sandbox/v1/s3/held" and method == "GET":
+            return 200, {"held": self.faults.s3_held()}
         if path == "/sandbox/v1/processes" and method == "GET":
             return 200, {"pods": self.kubelet.processes()}
         m = re.fullmatch(r"/sandbox/v1/namespaces/([^/]+)/rayclusters/([^/]+)/crash", path)

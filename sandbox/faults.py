@@ -30,6 +30,13 @@ node) takes N seconds, whatever the image's size (`image_pull_s_per_gib` below, 
 bad rayStartParams value, exit code 2), every time (true) or its first N starts; the kubelet restarts it with
 its back-off (CrashLoopBackOff). `exceed_quota` makes the apiserver refuse the cluster's pod creates as a
 namespace ResourceQuota would (403 "exceeded quota: ..."; a string names the quota).
+S3 faults apply to the requests whose bucket/key path matches a glob:
+  {"s3": {"hold": ["kfp-ray/run/*/checkpoints/epoch-0001.pt"]}}
+  `hold`: such a request is held, unanswered, until no glob of the list matches it any more (a
+  patch or clear of the faults), then answered 503 SlowDown and never stored: a write a test
+  needs not to happen yet (a job that must not finish before the test has preempted it) waits
+  there, and one whose writer has died meanwhile never lands. (A client that retries a 503, as
+  boto3 does, writes it once released.)
 Platform timings (seconds; PLATFORM_DEFAULTS when unset) are what RHOAI's controllers take:
   {"platform": {"pods_ready_timeout_s": 300, "requeue_backoff_base_s": 60,
                 "finalizer_delay_s": 2.0, "termination_grace_s": 30, "kubelet_backoff_s": 10}}
@@ -74,13 +81,15 @@ PLATFORM_DEFAULTS = {"pods_ready_timeout_s": 300.0, "requeue_backoff_base_s": 60
 # how a test shortens a timing in a sandbox another process starts (`kfp-ray run --local`).
 PLATFORM_ENV = "KFP_RAY_SANDBOX_PLATFORM"
 PLATFORM_SWITCHES = ("wait_for_pods_ready",)
-SECTIONS = ("api", "clusters", "platform")
+SECTIONS = ("api", "clusters", "platform", "s3")
 
 
 class Faults:
     def __init__(self):
         self._lock = threading.Lock()
-        self._config: dict = {"api": {}, "clusters": {}, "platform": {}}
+        self._changed = threading.Condition(self._lock)  # an S3 request held until the faults change
+        self._config: dict = {"api": {}, "clusters": {}, "platform": {}, "s3": {}}
+        self.s3_holding: list[str] = []  # the paths of the S3 requests held now
         if os.environ.get(PLATFORM_ENV):
             self.set({"platform": json.loads(os.environ[PLATFORM_ENV])})
 
@@ -108,12 +117,18 @@ class Faults:
                     raise ValueError(f"platform.{key} must be true or false, got {value!r}")
             elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ValueError(f"platform.{key} must be a number of seconds >= 0, got {value!r}")
-        return {"api": config.get("api") or {}, "clusters": config.get("clusters") or {}, "platform": platform}
+        s3 = config.get("s3") or {}
+        unknown_s3 = [f"s3.{k}" for k in s3 if k != "hold"]
+        if unknown_s3 or not all(isinstance(g, str) for g in s3.get("hold", [])):
+            raise ValueError(f"s3 faults take only hold, a list of bucket/key globs; got {s3!r}")
+        return {"api": config.get("api") or {}, "clusters": config.get("clusters") or {}, "platform": platform,
+                "s3": s3}
 
     def set(self, config: dict) -> dict:
         config = self._validated(config)
         with self._lock:
             self._config = config
+            self._changed.notify_all()
             return copy.deepcopy(self._config)
 
     def patch(self, doc: dict) -> dict:
@@ -124,6 +139,7 @@ class Faults:
             raise ValueError("a faults patch must be a JSON object")
         with self._lock:
             self._config = self._validated(_merge_patch(self._config, doc))
+            self._changed.notify_all()
             return copy.deepcopy(self._config)
 
     def get(self) -> dict:
@@ -162,6 +178,28 @@ class Faults:
             if api.get("latency_path") and not re.search(api["latency_path"], path):
                 return 0.0
             return float(api.get("latency_ms", 0)) / 1000.0
+
+    # --- S3 faults -------------------------------------------------------------
+    def _s3_held(self, path: str) -> bool:
+        return any(fnmatch.fnmatchcase(path, glob) for glob in self._config["s3"].get("hold", []))
+
+    def hold_s3(self, path: str, stopping: threading.Event) -> bool:
+        """Hold an S3 request for `path` (bucket/key) while a hold glob matches it (or until the
+        server stops); True when it was held (its answer is then 503, and it is not carried out)."""
+        with self._lock:
+            if not self._s3_held(path):
+                return False
+            self.s3_holding.append(path)
+            try:
+                while self._s3_held(path) and not stopping.is_set():
+                    self._changed.wait(timeout=1.0)  # a change notifies; the timeout only sees `stopping`
+            finally:
+                self.s3_holding.remove(path)
+            return True
+
+    def s3_held(self) -> list[str]:
+        with self._lock:
+            return list(self.s3_holding)
 
     # --- cluster faults --------------------------------------------------------
     def for_cluster(self, name: str) -> dict:

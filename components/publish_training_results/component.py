@@ -72,13 +72,16 @@ def publish_training_results(
     """
     from kfp_ray import results as res
 
+    # Kueue preemptions the job task rode out (its metrics): in the run's metrics and report
+    ran = dict(job_metrics.metadata) if job_metrics is not None else {}
+    preempted = {k: float(ran[k]) for k in ("preemptions", "preempted_seconds") if k in ran}
     # the HTML report (KFP's UI renders it): the run's facts, its tasks' real times, the phases
     page = dict(title=title, output_uri=output_uri, namespace=namespace,
                 durations={"queued": queued_seconds, "starting": starting_seconds, "job": job_seconds,
-                           "teardown": teardown_seconds},
+                           "teardown": teardown_seconds, "lost to preemption": preempted.get("preempted_seconds", 0)},
                 cluster={k: v for k, v in (("name", cluster_name), ("shape", cluster_shape)) if v},
                 run={"pipeline": title, "lifecycle": lifecycle, "dataset": dataset, "entrypoint": entrypoint,
-                     "image": image},
+                     "image": image, "preemptions": int(preempted.get("preemptions", 0)) or ""},
                 parameters=parameters,
                 job_log_uri=job_log.uri if job_log is not None else "")
 
@@ -93,7 +96,7 @@ def publish_training_results(
         with open(model.path, "w") as fh:
             fh.write(f"No model: the job wrote no results.json. Its outputs, if any, are under {output_uri}\n")
         model.metadata.update({"s3_uri": output_uri, "results_uri": ""})
-        for name, value in res.numeric(printed).items():
+        for name, value in {**res.numeric(printed), **preempted}.items():
             metrics.log_metric(name, float(value))
         with open(report.path, "w") as fh:
             fh.write(res.markdown_without_results(output_uri, results_uri, run_id, printed, tail))
@@ -105,7 +108,7 @@ def publish_training_results(
         fh.write(res.fetch(data["model_uri"]))
     model.metadata.update({"s3_uri": data["model_uri"], "framework": data.get("framework", ""),
                            "format": data.get("model_format", ""), "results_uri": results_uri})
-    for name, value in res.numeric(data.get("metrics", {})).items():
+    for name, value in {**res.numeric(data.get("metrics", {})), **preempted}.items():
         metrics.log_metric(name, float(value))
     cm = data.get("confusion_matrix")
     if cm:

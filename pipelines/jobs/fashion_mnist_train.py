@@ -1,13 +1,16 @@
 """Ray Train data-parallel training (seed demo 1/2: Fashion-MNIST with a TorchTrainer).
 
     python fashion_mnist_train.py --workers 2 --epochs 15 [--use-gpu true]
-Data from $KFP_RAY_DATA (images flattened, labels), checkpoints through Ray Train storage on
-S3 ($KFP_RAY_OUTPUT/ray-results), final model and results to $KFP_RAY_OUTPUT."""
+Data from $KFP_RAY_DATA (images flattened, labels), a checkpoint each epoch (model, optimizer,
+epoch, history) in $KFP_RAY_CHECKPOINTS: a run submitted again after a Kueue preemption resumes
+from the latest one. Ray Train's own storage on S3 ($KFP_RAY_OUTPUT/ray-results); final model
+and results to $KFP_RAY_OUTPUT."""
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import tempfile
 import time
@@ -38,11 +41,21 @@ def train_loop(config):
     x_te, y_te, _ = storage.load_split(config["data_uri"], "test")
     train = TensorDataset(torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.long))
     loader = prepare_data_loader(DataLoader(train, batch_size=config["batch_size"], shuffle=True))
-    model = prepare_model(make_model(x.shape[1], len(labels)))
+    net = make_model(x.shape[1], len(labels))
+    start, history, state = 0, {"loss": [], "val_accuracy": []}, None
+    if config.get("resume"):  # the run's latest checkpoint (a preempted run, submitted again)
+        state = torch.load(io.BytesIO(storage.get_bytes(config["resume"]["uri"])), map_location="cpu")
+        net.load_state_dict(state["model"])
+        start, history = state["epoch"] + 1, state["history"]
+    model = prepare_model(net)
     opt = torch.optim.Adam(model.parameters(), lr=config["lr"])
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
     loss_fn = nn.CrossEntropyLoss()
     xt, yt = torch.tensor(x_te, dtype=torch.float32), torch.tensor(y_te, dtype=torch.long)
-    for epoch in range(config["epochs"]):
+    rank0 = ray.train.get_context().get_world_rank() == 0
+    epochs, every = config["epochs"], config["checkpoint_every"]
+    for epoch in range(start, epochs):
         model.train()
         total, seen = 0.0, 0
         for xb, yb in loader:
@@ -55,15 +68,34 @@ def train_loop(config):
         model.eval()
         with torch.no_grad():
             acc = float((model(xt).argmax(1) == yt).float().mean())
-        metrics = {"epoch": epoch, "loss": total / max(seen, 1), "val_accuracy": acc}
-        last = epoch == config["epochs"] - 1
-        if ray.train.get_context().get_world_rank() == 0 and (last or epoch % 5 == 4):
-            with tempfile.TemporaryDirectory() as tmp:
-                state = model.module.state_dict() if hasattr(model, "module") else model.state_dict()
-                torch.save(state, os.path.join(tmp, "model.pt"))
-                ray.train.report(metrics, checkpoint=Checkpoint.from_directory(tmp))
+        history["loss"].append(total / max(seen, 1))
+        history["val_accuracy"].append(acc)
+        metrics = {"epoch": epoch, "loss": history["loss"][-1], "val_accuracy": acc}
+        weights = model.module.state_dict() if hasattr(model, "module") else model.state_dict()
+        if rank0 and ((epoch + 1) % every == 0 or epoch == epochs - 1):
+            buf = io.BytesIO()
+            torch.save({"model": weights, "optimizer": opt.state_dict(), "epoch": epoch, "history": history}, buf)
+            storage.save_checkpoint(f"epoch-{epoch:04d}.pt", buf.getvalue(), epoch=epoch)
+        if rank0 and epoch == epochs - 1:
+            ray.train.report(metrics, checkpoint=final_checkpoint(weights, history, Checkpoint))
         else:
             ray.train.report(metrics)
+    if start >= epochs:  # preempted after its last epoch's checkpoint: nothing left to train
+        metrics = {"epoch": epochs - 1, "loss": history["loss"][-1], "val_accuracy": history["val_accuracy"][-1]}
+        ray.train.report(metrics, checkpoint=final_checkpoint(state["model"], history, Checkpoint) if rank0 else None)
+
+
+def final_checkpoint(weights, history: dict, checkpoint_class):
+    """The trained model and its whole history (every epoch, before a preemption too)."""
+    import json
+
+    import torch
+
+    tmp = tempfile.mkdtemp()
+    torch.save(weights, os.path.join(tmp, "model.pt"))
+    with open(os.path.join(tmp, "history.json"), "w") as fh:
+        json.dump(history, fh)
+    return checkpoint_class.from_directory(tmp)
 
 
 def main() -> None:
@@ -74,8 +106,13 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--use-gpu", type=lambda v: str(v).lower() in ("1", "true", "yes"), default=False,
                     help="one GPU per training worker (true on a GPU cluster)")
+    ap.add_argument("--checkpoint-every", type=whole, default=1, help="epochs between checkpoints (a preemption "
+                    "loses at most this many)")
     args = ap.parse_args()
     data_uri, out_uri = os.environ["KFP_RAY_DATA"], os.environ["KFP_RAY_OUTPUT"]
+    resume = storage.latest_checkpoint()
+    if resume:
+        print(f"resuming from checkpoint {resume['uri']} (epoch {resume['epoch'] + 1} of {args.epochs} done)", flush=True)
 
     import ray
     import torch
@@ -87,7 +124,8 @@ def main() -> None:
     started = time.time()
     trainer = TorchTrainer(
         train_loop,
-        train_loop_config={"data_uri": data_uri, "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr},
+        train_loop_config={"data_uri": data_uri, "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
+                           "resume": resume, "checkpoint_every": max(1, args.checkpoint_every)},
         scaling_config=ScalingConfig(num_workers=args.workers, use_gpu=args.use_gpu),
         run_config=RunConfig(name="fashion-mnist", storage_path=f"{bucket}/{key}/ray-results",
                              storage_filesystem=storage.pyarrow_fs()),
@@ -98,6 +136,8 @@ def main() -> None:
     model = make_model(x_te.shape[1], len(labels))
     with result.checkpoint.as_directory() as ckpt:
         state = torch.load(os.path.join(ckpt, "model.pt"), map_location="cpu")
+        with open(os.path.join(ckpt, "history.json")) as fh:
+            history = json.load(fh)
     model.load_state_dict(state)
     model.eval()
     xt, yt = torch.tensor(x_te, dtype=torch.float32), torch.tensor(y_te, dtype=torch.long)
@@ -116,19 +156,21 @@ def main() -> None:
         "model_architecture": f"MLP {x_te.shape[1]}-128-64-{len(labels)}", "metrics": metrics,
         "checkpoint_uri": f"s3://{result.checkpoint.path}" if result.checkpoint else "",
         "confusion_matrix": {"labels": labels, "matrix": storage.confusion(y_te, pred, len(labels))},
-        "history": epoch_history(result.metrics_dataframe),
+        "history": epoch_history(history),
+        "resumed_from": {"uri": resume["uri"], "epoch": resume["epoch"]} if resume else None,
         "dataset": {"train": None, "test": int(len(y_te))}})
     print(f"test accuracy {accuracy:.4f}, loss {loss:.4f}, {training_seconds:.1f}s on {args.workers} workers")
     storage.report(**metrics)
 
 
-def epoch_history(frame) -> dict:
-    """The training curves for the report: train loss and validation accuracy per epoch, the
-    best epoch by validation accuracy (results.json `history`, see README.md)."""
-    if frame is None or "val_accuracy" not in frame or not len(frame):
+def epoch_history(history: dict) -> dict:
+    """The training curves for the report: train loss and validation accuracy per epoch (a
+    preempted run's included), the best epoch by validation accuracy (results.json `history`,
+    see README.md)."""
+    acc = [float(v) for v in history.get("val_accuracy") or []]
+    if not acc:
         return {}
-    acc = [float(v) for v in frame["val_accuracy"]]
-    return {"steps": "epoch", "series": {"train loss": [float(v) for v in frame["loss"]], "val accuracy": acc},
+    return {"steps": "epoch", "series": {"train loss": [float(v) for v in history["loss"]], "val accuracy": acc},
             "best": acc.index(max(acc))}
 
 

@@ -89,3 +89,27 @@ def confusion(y_true, y_pred, n: int) -> list[list[int]]:
 def report(**metrics) -> None:
     """The kfp-ray metrics contract: one line follow_ray_job parses."""
     print("KFP_RAY_METRICS " + json.dumps({k: float(v) for k, v in metrics.items()}), flush=True)
+
+
+# --- checkpoints: where a preempted run resumes from (docs/usage.md, "When Kueue preempts")
+def checkpoints_uri() -> str:
+    """$KFP_RAY_CHECKPOINTS: the run's checkpoint folder, the same for each submission of the job."""
+    return os.environ.get("KFP_RAY_CHECKPOINTS") or join(os.environ["KFP_RAY_OUTPUT"], "checkpoints")
+
+
+def save_checkpoint(name: str, data: bytes, **facts) -> str:
+    """The checkpoint, then latest.json naming it, then a `KFP_RAY_CHECKPOINT <uri>` line."""
+    uri = put_bytes(join(checkpoints_uri(), name), data)
+    put_json(join(checkpoints_uri(), "latest.json"), {"uri": uri, **facts})
+    print(f"KFP_RAY_CHECKPOINT {uri}", flush=True)
+    return uri
+
+
+def latest_checkpoint() -> dict | None:
+    """latest.json ({"uri": ..., facts}), or None before the first checkpoint."""
+    try:
+        return json.loads(get_bytes(join(checkpoints_uri(), "latest.json")))
+    except Exception as exc:  # noqa: BLE001 - NoSuchKey: none yet
+        if "NoSuchKey" in str(exc):
+            return None
+        raise

@@ -2,7 +2,8 @@
 one Kueue-admitted RayCluster (Kueue admits the cluster, Ray schedules the trials in it).
 
     python xgboost_tune.py --samples 6 --concurrent 3
-Data from $KFP_RAY_DATA, results to $KFP_RAY_OUTPUT (see README.md)."""
+Data from $KFP_RAY_DATA, results to $KFP_RAY_OUTPUT (see README.md); Tune's experiment state in
+$KFP_RAY_CHECKPOINTS, restored when a preempted run is submitted again."""
 
 from __future__ import annotations
 
@@ -63,14 +64,23 @@ def main() -> None:
     space = {"max_depth": tune.randint(2, 7), "eta": tune.loguniform(0.02, 0.4), "subsample": tune.uniform(0.6, 1.0),
              "min_child_weight": tune.choice([1, 2, 4]), "rounds": args.rounds}
     started = time.time()
-    tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(train_xgb, data=data), {"cpu": 1}),
-        param_space=space,
-        tune_config=tune.TuneConfig(metric="val_logloss", mode="min", num_samples=args.samples,
-                                    max_concurrent_trials=args.concurrent),
-        run_config=tune.RunConfig(name="xgboost-tune", storage_path=storage.split(out_uri)[0] + "/" + storage.split(out_uri)[1] + "/ray-results",
-                                  storage_filesystem=storage.pyarrow_fs()),
-    )
+    trainable = tune.with_resources(tune.with_parameters(train_xgb, data=data), {"cpu": 1})
+    # Tune keeps the experiment's state in the run's checkpoint folder: a run submitted again
+    # after a Kueue preemption restores it, keeps the finished trials and runs the rest again.
+    fs, where = storage.pyarrow_fs(), "/".join(storage.split(storage.checkpoints_uri())).rstrip("/")
+    experiment = f"{where}/xgboost-tune"
+    if tune.Tuner.can_restore(experiment, storage_filesystem=fs):
+        print(f"resuming from checkpoint s3://{experiment} (Ray Tune's experiment state: finished trials kept, "
+              "the others run again)", flush=True)
+        tuner = tune.Tuner.restore(experiment, trainable, resume_unfinished=True, resume_errored=True,
+                                   param_space=space, storage_filesystem=fs)
+    else:
+        tuner = tune.Tuner(
+            trainable, param_space=space,
+            tune_config=tune.TuneConfig(metric="val_logloss", mode="min", num_samples=args.samples,
+                                        max_concurrent_trials=args.concurrent),
+            run_config=tune.RunConfig(name="xgboost-tune", storage_path=where, storage_filesystem=fs),
+        )
     results = tuner.fit()
     tuning_seconds = time.time() - started
     best = results.get_best_result()

@@ -23,6 +23,7 @@ from .wait import Backoff, Outage, beat, echo, first_line, is_transient, log, re
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 SUBMIT_WINDOW = 120.0  # seconds a fresh head may answer 5xx to a submission
 METRICS_PREFIX = "KFP_RAY_METRICS"
+CHECKPOINTS_ENV = "KFP_RAY_CHECKPOINTS"  # where a job keeps its checkpoints (docs/usage.md, "When Kueue preempts")
 _METRICS_LINE = re.compile(rf"^{METRICS_PREFIX}\s+(\{{.*\}})\s*$")
 EXCLUDE = {"__pycache__", ".git", ".ipynb_checkpoints"}
 
@@ -311,6 +312,9 @@ def build_runtime_env(working_dir: str | None, pip: list | None, env_vars: dict 
     # Where the data is (not the keys: those reach Ray's pods from the data connection secret).
     env = {k: os.environ[k] for k in PUBLIC_KEYS if os.environ.get(k)}
     env.update({k: str(v) for k, v in (env_vars or {}).items()})
+    if env.get("KFP_RAY_OUTPUT") and not env.get(CHECKPOINTS_ENV):
+        # one place per run that outlives a preempted cluster: the job resumes from it
+        env[CHECKPOINTS_ENV] = env["KFP_RAY_OUTPUT"].rstrip("/") + "/checkpoints/"
     if env:
         runtime_env["env_vars"] = env
     return runtime_env

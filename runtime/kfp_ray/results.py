@@ -150,6 +150,9 @@ def run_page(results: dict | None, run_id: str, *, title: str, output_uri: str, 
     version = runinfo.ray_version(results, str(run.get("image", "")))
     if version:
         facts["Ray version"] = version
+    resumed = (results or {}).get("resumed_from") or {}
+    if resumed.get("uri"):  # a preempted run's job, submitted again, went on from its checkpoint
+        facts["resumed from"] = resumed["uri"] + (f" (after epoch {resumed['epoch'] + 1})" if "epoch" in resumed else "")
     where = {"results": results_uri(output_uri)} if results is not None else {"output": output_uri.rstrip("/") + "/"}
     if job_log_uri:
         where["job log"] = job_log_uri

@@ -181,7 +181,7 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
                 result.preemptions, result.preempted_seconds = preemptions.count, round(preemptions.lost_seconds, 1)
             except (JobFailed, JobTimeout, ClusterError):  # over: failed, stopped, lost, timed out, not back
                 if deleting:
-                    _delete_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)
+                    _delete_cluster_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)
                 raise
             except Exception as exc:  # not known to be over (unreachable, refused, an unreadable answer)
                 if deleting:
@@ -192,10 +192,10 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
                     renewer.hand_off()  # to a retry of this task (it follows the job again), or to teardown
                 raise
             if deleting:
-                result.teardown_seconds = _delete_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)
+                result.teardown_seconds = _delete_cluster_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)
             return result
         except Cancelled as exc:
-            _cancel(follower, cluster_name if deleting else "", ns, exc)
+            _cancel_follow(follower, cluster_name if deleting else "", ns, exc)
             raise
 
 
@@ -260,7 +260,7 @@ def _write_log(path: str, text: str) -> None:
         log(f"could not write the job log to {path}: {exc}")
 
 
-def _delete_when_over(name: str, namespace: str, tolerance: float, heartbeat=None) -> float:
+def _delete_cluster_when_over(name: str, namespace: str, tolerance: float, heartbeat=None) -> float:
     """Delete the cluster of a job that is over and wait until it is gone, riding out an
     unreachable Kubernetes API for `tolerance` seconds (single tries, the outage paces them);
     past that, the exit handler's teardown tries again (the job's result stands). Returns the
@@ -292,7 +292,7 @@ def _delete_when_over(name: str, namespace: str, tolerance: float, heartbeat=Non
         time.sleep(outage.pause())
 
 
-def _cancel(follower: jobs.Follower, cluster_name: str, namespace: str, cancelled: Cancelled) -> None:
+def _cancel_follow(follower: jobs.Follower, cluster_name: str, namespace: str, cancelled: Cancelled) -> None:
     """A cancelled task: request the job's stop and the cluster's deletion at once (the stop
     from a thread, so that neither waits for the other), then wait until the cluster is
     gone (or, without one to delete, the job stopped), never past the grace period."""
@@ -317,10 +317,10 @@ def _cancel(follower: jobs.Follower, cluster_name: str, namespace: str, cancelle
         log(f"Ray job {follower.job_id} {status} ({since()})" if status else
             f"Ray job {follower.job_id} not stopped yet as the grace period ends ({since()})")
         return
-    _delete_by(cluster_name, namespace, deadline, since)
+    _delete_cluster_by(cluster_name, namespace, deadline, since)
 
 
-def _delete_by(cluster_name: str, namespace: str, deadline: float, since: Callable[[], str]) -> None:
+def _delete_cluster_by(cluster_name: str, namespace: str, deadline: float, since: Callable[[], str]) -> None:
     """A cancelled task's cluster: request its deletion and wait until it is gone, never past
     `deadline` (the end of the grace period)."""
     try:
@@ -408,15 +408,15 @@ def drive(dashboard_url: str, cluster_name: str, namespace: str, driver: str, fu
                 if deleting:
                     log(f"the task was cancelled: deleting RayCluster {cluster_name} now")
                     at = exc.at
-                    _delete_by(cluster_name, ns, cleanup_deadline(exc), lambda: f"+{time.monotonic() - at:.2f}s")
+                    _delete_cluster_by(cluster_name, ns, cleanup_deadline(exc), lambda: f"+{time.monotonic() - at:.2f}s")
                 raise
             except Exception:
                 stop.set()
                 if deleting:
-                    _delete_when_over(cluster_name, ns, jobs.OUTAGE_TOLERANCE)
+                    _delete_cluster_when_over(cluster_name, ns, jobs.OUTAGE_TOLERANCE)
                 raise
             stop.set()
-            teardown = _delete_when_over(cluster_name, ns, jobs.OUTAGE_TOLERANCE) if deleting else 0.0
+            teardown = _delete_cluster_when_over(cluster_name, ns, jobs.OUTAGE_TOLERANCE) if deleting else 0.0
             return value, seconds, teardown
         finally:
             stop.set()

@@ -211,6 +211,22 @@ def test_publishs_page_has_the_job_log_parameters_image_ray_version_and_links(mo
     assert '<th scope="row">parameters</th><td>not json {</td>' in odd
 
 
+def test_a_preempted_runs_page_shows_its_preemptions_what_they_cost_and_where_it_resumed(monkeypatch):
+    from kfp_ray import postmortem, results, runinfo
+
+    monkeypatch.setattr(postmortem, "task_pods", lambda run_id, ns: [])
+    monkeypatch.setattr(runinfo, "kfp_run_url", lambda run_id, ns: "")
+    data = {"model_uri": "s3://b/r/model/model.pt", "metrics": {"accuracy": 0.8},
+            "resumed_from": {"uri": "s3://b/r/checkpoints/epoch-0002.pt", "epoch": 2}}
+    page = results.run_page(data, "r1", title="fashion_mnist", output_uri="s3://b/r", namespace="ns",
+                            durations={"job": 80.0, "lost to preemption": 31.5}, cluster={},
+                            run={"pipeline": "fashion_mnist", "preemptions": 1})
+    run = re.search(r'<section id="run".*?</section>', page).group(0)
+    assert '<th scope="row">preemptions</th><td>1</td>' in run
+    assert '<th scope="row">resumed from</th><td>s3://b/r/checkpoints/epoch-0002.pt (after epoch 3)</td>' in run
+    assert re.search(r'<th scope="row">lost to preemption</th><td>31\.5 s</td>', page)
+
+
 def test_the_kfp_run_link_is_the_dspa_ui_routes_and_s3_console_links_are_aws_only():
     routes = [{"metadata": {"name": "ds-pipeline-dspa"}, "spec": {"host": "api.apps.example.com"}},
               {"metadata": {"name": "ds-pipeline-ui-dspa"}, "spec": {"host": "ui.apps.example.com"}}]

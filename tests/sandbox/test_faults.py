@@ -246,3 +246,35 @@ def test_previous_log_of_a_container_that_never_restarted_is_refused(sbx, api):
     with pytest.raises(k8s.ApiException) as exc:
         k8s.CoreV1Api(api).read_namespaced_pod_log(head.metadata.name, NS, container="ray-head", previous=True)
     assert exc.value.status == 400
+
+
+def test_s3_hold_keeps_a_write_waiting_until_cleared_then_answers_503_and_stores_nothing(sbx):
+    """The gate of issue 29's preempted-run test: a job's write that must not land yet."""
+    import threading
+
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ClientError
+
+    conn = sbx.data_connection()
+    s3 = boto3.client("s3", endpoint_url=conn["AWS_S3_ENDPOINT"], aws_access_key_id=conn["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=conn["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1",
+                      config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}))
+    sbx.patch_faults({"s3": {"hold": ["kfp-ray/held/*/epoch-0001.pt"]}})
+    outcome = {}
+
+    def put():
+        try:
+            s3.put_object(Bucket="kfp-ray", Key="held/run/epoch-0001.pt", Body=b"late")
+        except ClientError as exc:
+            outcome["error"] = exc.response["Error"]["Code"]
+
+    t = threading.Thread(target=put, daemon=True)
+    t.start()
+    eventually(lambda: sbx.s3_held() == ["kfp-ray/held/run/epoch-0001.pt"], 30, what="the write to be held")
+    s3.put_object(Bucket="kfp-ray", Key="held/run/epoch-0000.pt", Body=b"on time")  # others pass meanwhile
+    assert t.is_alive()  # held: no answer while the fault holds it
+    sbx.patch_faults({"s3": None})
+    t.join(30)
+    assert outcome == {"error": "SlowDown"} and sbx.s3_held() == []
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="kfp-ray", Prefix="held/")["Contents"]] == ["held/run/epoch-0000.pt"]

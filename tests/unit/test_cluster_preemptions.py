@@ -86,3 +86,13 @@ def test_the_work_lost_counts_from_the_last_checkpoint_line(monkeypatch):
         assert f.lost_seconds(started=100.0) == 20.0 and f.checkpoint == "s3://b/run/checkpoints/epoch-1"
     finally:
         f.close()
+
+
+def test_every_submission_of_a_run_gets_the_same_checkpoint_folder():
+    from kfp_ray import jobs
+
+    env = jobs.build_runtime_env(None, None, {"KFP_RAY_OUTPUT": "s3://b/fashion/run-1/"})["env_vars"]
+    assert env["KFP_RAY_CHECKPOINTS"] == "s3://b/fashion/run-1/checkpoints/"
+    mine = jobs.build_runtime_env(None, None, {"KFP_RAY_OUTPUT": "s3://b/o", "KFP_RAY_CHECKPOINTS": "s3://b/mine/"})
+    assert mine["env_vars"]["KFP_RAY_CHECKPOINTS"] == "s3://b/mine/"  # the user's own wins
+    assert "KFP_RAY_CHECKPOINTS" not in (jobs.build_runtime_env(None, None, {"X": "1"}).get("env_vars") or {})
