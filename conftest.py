@@ -78,7 +78,7 @@ MEASURED_S = {
     "tests/pipelines/test_job_contract.py": 274,
     "tests/pipelines/test_run_local.py": 258,
     "tests/sandbox/test_pipeline_server.py": 238,
-    "tests/pipelines/test_run_fashion_mnist.py": 150,  # its 2.25 run is KFP_RAY_TEST_FULL only
+    "tests/pipelines/test_run_preempted.py": 160,  # fashion_mnist preempted and resumed (its CLI runs: FULL only)
     "tests/sandbox/test_rayjob_images.py": 211,
     "components/run_ray_job/tests/test_run.py": 199,
     "tests/sandbox/test_nodes.py": 145,
@@ -94,6 +94,7 @@ MEASURED_S = {
     "components/follow_ray_job/tests/test_follow.py": 75,
     "components/submit_ray_job/tests/test_submit.py": 55,
     "components/follow_ray_job/tests/test_submit_and_follow.py": 30,
+    "components/follow_ray_job/tests/test_preemption.py": 55,
     "tests/contract/test_kubectl_streams.py": 53,
     "tests/reliability/test_benchmark_owners.py": 45,
     "tests/contract/test_kubectl.py": 43,

@@ -19,7 +19,13 @@ pytestmark = pytest.mark.ray
 TWO_25 = "interactive_train's, test_job_contract's and test_run_rayjob's 2.25 runs, test_platform"
 
 
-@pytest.mark.parametrize("platform", ["rhoai-3.3", pytest.param("rhoai-2.25", marks=full_only(TWO_25))])
+# the 3.3 run's ground (fashion_mnist trained over a head and a GPU-node worker, its accuracy, its
+# checkpoints) is test_run_preempted's in every run, preempted and resumed too; the CLI's is test_run_local's
+THREE_3 = "test_run_preempted (fashion_mnist from compiled/ on the DSP server, a GPU-node worker) and test_run_local"
+
+
+@pytest.mark.parametrize("platform", [pytest.param("rhoai-3.3", marks=full_only(THREE_3)),
+                                      pytest.param("rhoai-2.25", marks=full_only(TWO_25))])
 def test_fashion_mnist_ray_train_through_the_cli_with_a_gpu_worker(platform):
     """On either release (2.25: the `compile --rhoai 2.25` YAML, the CodeFlare operator's
     cluster); 2.25 trains one epoch: the release differs in the platform, not the training."""

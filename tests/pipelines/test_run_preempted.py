@@ -60,6 +60,10 @@ def test_fashion_mnist_preempted_mid_training_resumes_from_its_checkpoint_and_su
         [victim] = run_clusters(co, run.run_id)
         name = victim["metadata"]["name"]
         assert victim["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "low"
+        # worker_gpus=1: the worker lands on the pool's GPU node (the pipeline tolerates its taint)
+        pods = k8s.CoreV1Api(sbx.api_client()).list_namespaced_pod("sandbox", label_selector=f"ray.io/cluster={name}")
+        nodes = {p.metadata.labels["ray.io/node-type"]: p.spec.node_name for p in pods.items}
+        assert nodes["worker"].startswith("gpu-worker") and not nodes["head"].startswith("gpu-worker"), nodes
         co.create_namespaced_custom_object(*RAY, "rayclusters",
                                            labelled(raycluster("preemptor", workers=0, cpu="9", memory="2Gi"), "high"))
         eventually(lambda: (co.get_namespaced_custom_object(*RAY, "rayclusters", name).get("status") or {})
