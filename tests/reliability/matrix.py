@@ -40,6 +40,7 @@ from kfp_ray_sandbox.reaper import descendants, pid_alive, pids_mentioning, sess
 
 PIPELINE = "tests.reliability.matrix_pipeline:fault_matrix_run"
 RAYJOB_PIPELINE = "tests.reliability.matrix_pipeline:fault_matrix_rayjob"  # lifecycle "rayjob": run_ray_job
+PREEMPT_PIPELINE = "tests.reliability.matrix_pipeline:fault_matrix_preempt"  # provision, follow submitting, a priority
 COMPONENTS = {name: f"components.{name}.component:{name}"
               for name in ("provision_ray_cluster", "submit_ray_job", "follow_ray_job", "teardown_ray_cluster")}
 NS = "sandbox"
@@ -587,7 +588,7 @@ class Ctx:
         return (self.client._control("GET", "/sandbox/v1/faults")["clusters"] or {}).get(f"{self.cluster}*", {})
 
     def run(self, target: str = PIPELINE, env: dict | None = None, timeout: float = 300.0, **arguments) -> Run:
-        if target == PIPELINE:
+        if target in (PIPELINE, PREEMPT_PIPELINE):
             arguments = {"entrypoint": QUICK_JOB, "cluster_name": self.cluster, **arguments}
         elif target == RAYJOB_PIPELINE:
             arguments = {"entrypoint": QUICK_JOB, "job_name": self.cluster, **arguments}
@@ -727,7 +728,8 @@ class Matrix:
                 run.stop()
         if ctx.watch is not None:
             ctx.watch.stop()
-        main = next((r for r in ctx.runs if r.target in (PIPELINE, RAYJOB_PIPELINE)), ctx.runs[-1] if ctx.runs else None)
+        main = next((r for r in ctx.runs if r.target in (PIPELINE, RAYJOB_PIPELINE, PREEMPT_PIPELINE)),
+                    ctx.runs[-1] if ctx.runs else None)
         if main is not None:
             text = main.log.text()
             res.log = "\n".join(r.log.text() for r in ctx.runs) if len(ctx.runs) > 1 else text

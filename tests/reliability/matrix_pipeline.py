@@ -39,7 +39,8 @@ def fault_matrix_run(entrypoint: str, cluster_name: str, local_queue: str = "loc
 @dsl.pipeline(name="fault-matrix-rayjob")
 def fault_matrix_rayjob(entrypoint: str, job_name: str, local_queue: str = "local-queue-test", head_memory: str = "1Gi",
                         admission_timeout: int = 60, startup_timeout: int = 240, job_timeout: int = 300,
-                        max_poll_seconds: float = 2.0, lease_seconds: int = 600, renew_every_seconds: int = 60):
+                        max_poll_seconds: float = 2.0, lease_seconds: int = 600, renew_every_seconds: int = 60,
+                        priority_class: str = "", max_preemptions: int = 3):
     teardown = teardown_ray_cluster(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, timeout=60)
     teardown.set_caching_options(False)
     with dsl.ExitHandler(teardown, name="fault-matrix"):
@@ -47,5 +48,28 @@ def fault_matrix_rayjob(entrypoint: str, job_name: str, local_queue: str = "loca
                           local_queue=local_queue, num_workers=0, head_cpu="1", head_memory=head_memory,
                           admission_timeout=admission_timeout, startup_timeout=startup_timeout, job_timeout=job_timeout,
                           max_poll_seconds=max_poll_seconds, lease_seconds=lease_seconds,
-                          renew_every_seconds=renew_every_seconds)
+                          renew_every_seconds=renew_every_seconds, priority_class=priority_class,
+                          max_preemptions=max_preemptions)
         job.set_caching_options(False)
+
+
+@dsl.pipeline(name="fault-matrix-preempt")
+def fault_matrix_preempt(entrypoint: str, cluster_name: str, local_queue: str, priority_class: str,
+                         max_preemptions: int = 3, admission_timeout: int = 120, startup_timeout: int = 240,
+                         job_timeout: int = 300):
+    """The training pipelines' shape (provision, then follow submitting the job), queued with a
+    priority class: the preemption rows'."""
+    teardown = teardown_ray_cluster(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, cluster_name=cluster_name, timeout=60)
+    teardown.set_caching_options(False)
+    with dsl.ExitHandler(teardown, name="fault-matrix"):
+        cluster = provision_ray_cluster(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, cluster_name=cluster_name,
+                                        local_queue=local_queue, priority_class=priority_class, num_workers=0,
+                                        head_cpu="1", head_memory="1Gi", admission_timeout=admission_timeout,
+                                        startup_timeout=startup_timeout)
+        cluster.set_caching_options(False)
+        follow = follow_ray_job(dashboard_url=cluster.outputs["dashboard_url"], entrypoint=entrypoint,
+                                run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+                                cluster_name=cluster.outputs["cluster_name"], timeout=job_timeout,
+                                max_preemptions=max_preemptions, admission_timeout=admission_timeout,
+                                startup_timeout=startup_timeout, max_poll_seconds=2.0)
+        follow.set_caching_options(False)

@@ -14,10 +14,13 @@ components one at a time and kills each first attempt at its worst moment).
 Rows run concurrently (tests/reliability/matrix.py); durations are real, the 3-minute outages
 included. The whole matrix runs with Kueue's waitForPodsReady on (RHOAI 2.x ships it; a 3.x
 administrator turns it on), its timings shortened: pods-ready timeout 150 s and requeue
-backoff base 2 s (RHOAI: 300 s, 60 s); rows whose fault is not the start-up allow 240 s for it."""
+backoff base 2 s (RHOAI: 300 s, 60 s); rows whose fault is not the start-up allow 240 s for it.
+The preemption rows (issue 29) each run in a ClusterQueue of their own that preempts within
+itself by priority, so that their preemptor takes only their cluster."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -32,8 +35,10 @@ import pytest
 import yaml
 
 from kfp_ray_sandbox.reaper import pid_alive
+from tests.helpers import KUEUE_API
 from tests.reliability.matrix import (
     COMPONENTS,
+    PREEMPT_PIPELINE,
     RAYJOB_PIPELINE,
     Matrix,
     Row,
@@ -577,6 +582,147 @@ def rj_head_crash(ctx):
     assert failed_task(run.log.text()) == "run-ray-job", run.log.text()[-3000:]
 
 
+# --- rows: Kueue preemption (issue 29): ridden out in both lifecycles ---------------------------
+def checkpointing_job(ck: Path, gate: Path, hold: int, epochs: int = 4) -> str:
+    """A job of `epochs` short epochs that checkpoints each one to `ck` (a file: Ray runs on this
+    machine) with a KFP_RAY_CHECKPOINT line, resumes from it, and before epoch `hold` waits for
+    `gate`: it cannot end before the test has preempted it, whatever the machine's speed."""
+    return (f"python -c \"import os, time\nck, gate = '{ck}', '{gate}'\n"
+            f"start = int(open(ck).read()) if os.path.exists(ck) else 0\nprint('starting at epoch', start, flush=True)\n"
+            f"for e in range(start, {epochs}):\n    t = time.time()\n"
+            f"    while e == {hold} and not os.path.exists(gate) and time.time() - t < 600:\n        time.sleep(0.1)\n"
+            f"    time.sleep(0.2)\n    open(ck, 'w').write(str(e + 1))\n    print('KFP_RAY_CHECKPOINT epoch', e, flush=True)\n"
+            f"print('KFP_RAY_METRICS {{\\\"epochs\\\": {epochs}}}', flush=True)\"")
+
+
+@contextlib.contextmanager
+def _own_queue(ctx):
+    """The row's own ClusterQueue (1.5 CPU and 2 pods: room for its cluster, not for a second
+    head), preempting within itself by priority, its LocalQueue, and the preemptor's fault (its
+    pods never start Ray: it only takes the quota). A preemption takes this row's cluster only."""
+    from kubernetes import client as k8s
+
+    co = k8s.CustomObjectsApi(ctx.client.api_client())
+    for name, value in (("mx-low", 100), ("mx-high", 1000)):
+        with contextlib.suppress(k8s.ApiException):  # 409: another row made it
+            co.create_cluster_custom_object(*KUEUE_API, "workloadpriorityclasses", {
+                "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
+                "value": value})
+    cq, lq = f"cq-{ctx.cluster}", f"lq-{ctx.cluster}"
+    co.create_cluster_custom_object(*KUEUE_API, "clusterqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": cq},
+        "spec": {"namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"},
+                 "resourceGroups": [{"coveredResources": ["cpu", "memory", "pods"], "flavors": [{
+                     "name": "default-flavor", "resources": [{"name": "cpu", "nominalQuota": "1500m"},
+                                                             {"name": "memory", "nominalQuota": "8Gi"},
+                                                             {"name": "pods", "nominalQuota": 2}]}]}]}})
+    co.create_namespaced_custom_object(*KUEUE_API, "sandbox", "localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": lq, "namespace": "sandbox"},
+        "spec": {"clusterQueue": cq}})
+    ctx.client.patch_faults({"clusters": {f"hi-{ctx.cluster}": {"slow_start": 600}}})
+    try:
+        yield lq
+    finally:
+        with contextlib.suppress(Exception):
+            co.delete_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", f"hi-{ctx.cluster}")
+        ctx.client.patch_faults({"clusters": {f"hi-{ctx.cluster}": None}})
+        with ctx.idle():
+            ctx.until(lambda: not ctx.monitor.clusters(f"hi-{ctx.cluster}"), 60, "the preemptor to be gone")
+        with contextlib.suppress(Exception):
+            co.delete_namespaced_custom_object(*KUEUE_API, "sandbox", "localqueues", lq)
+        with contextlib.suppress(Exception):
+            co.delete_cluster_custom_object(*KUEUE_API, "clusterqueues", cq)
+
+
+def _preempt(ctx, lq: str, victim: str) -> float:
+    """A higher-priority cluster in the row's queue takes the quota; returns when it was created,
+    once Kueue has suspended `victim` and KubeRay has stopped its pods."""
+    from kubernetes import client as k8s
+
+    from tests.helpers import labelled, raycluster
+
+    co = k8s.CustomObjectsApi(ctx.client.api_client())
+    body = labelled(raycluster(f"hi-{ctx.cluster}", workers=0, cpu="1", memory="1Gi"), "mx-high")
+    body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = lq
+    co.create_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", body)
+    created = time.time()
+    def stopped() -> bool:  # suspended, or already deleted by a task that gave up
+        objs = ctx.monitor.clusters(victim) + ctx.monitor.rayjobs(victim)
+        return not objs or any((o.get("status") or {}).get("state") == "suspended"
+                               or (o.get("status") or {}).get("jobDeploymentStatus") == "Suspended"
+                               or o["metadata"].get("deletionTimestamp") for o in objs)
+
+    with ctx.idle():
+        ctx.until(stopped, 120, f"Kueue to preempt {victim}")
+    co.delete_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters", f"hi-{ctx.cluster}")
+    return created
+
+
+def _preempted_run(ctx, hold: int, target: str = PREEMPT_PIPELINE, **arguments):
+    """A run of the checkpointing job preempted once it waits at epoch `hold`; the gate then opens."""
+    gate, ck = ctx.run_dir / "gate", ctx.run_dir / "ck"
+    with _own_queue(ctx) as lq:
+        run = ctx.run(target, entrypoint=checkpointing_job(ck, gate, hold), local_queue=lq, priority_class="mx-low",
+                      timeout=600, **arguments)
+        ctx.until(lambda: run.log.first(r"starting at epoch 0$"), 240, "the job to start")
+        if hold:
+            ctx.until(lambda: run.log.first(rf"KFP_RAY_CHECKPOINT epoch {hold - 1}\b"), 60, "the job's checkpoint")
+        ctx.t_fault = _preempt(ctx, lq, ctx.cluster)
+        gate.touch()  # the job's next run goes on past `hold`
+        run.wait(600)
+    ctx.t_detect = run.log.first(r"Kueue suspended (RayCluster|RayJob)", after=ctx.t_fault)
+    return run
+
+
+def _ridden_out(ctx, run, task: str, resumed_at: int) -> None:
+    starts = re.findall(r"(?m)starting at epoch (\d+)$", run.log.text())  # the job's lines, not its source's
+    assert starts == ["0", str(resumed_at)], (starts, run.log.text()[-3000:])
+    metrics = run.result["tasks"][task]["artifacts"]["metrics"]["artifacts"][0]["metadata"]
+    assert metrics["preemptions"] == 1 and metrics["epochs"] == 4, metrics
+    ctx.note(f"resumed at epoch {resumed_at}; lost {metrics['preempted_seconds']:.0f}s")
+
+
+def preempted_resumed(ctx):
+    """Preempted after two checkpoints: the job runs again on the cluster's new pods and resumes at
+    epoch 2; the work lost is at most the time since the last checkpoint plus the wait."""
+    run = _preempted_run(ctx, hold=2)
+    _ridden_out(ctx, run, "follow-ray-job", resumed_at=2)
+    checkpointed, back = run.log.first(r"KFP_RAY_CHECKPOINT epoch 1\b"), run.log.first(r"is ready again")
+    lost = run.result["tasks"]["follow-ray-job"]["artifacts"]["metrics"]["artifacts"][0]["metadata"]["preempted_seconds"]
+    assert lost <= back - checkpointed + 2, (lost, back - checkpointed)
+
+
+def preempted_before_checkpoint(ctx):
+    """Preempted before the job's first checkpoint: it starts over, and succeeds."""
+    _ridden_out(ctx, _preempted_run(ctx, hold=0), "follow-ray-job", resumed_at=0)
+
+
+def preempted_past_budget(ctx):
+    """max_preemptions=0: the first preemption fails the run, naming it; the cluster is deleted."""
+    run = _preempted_run(ctx, hold=2, max_preemptions=0)
+    error = exception_text(task_block(run.log.text(), "follow-ray-job"))
+    assert "Preempted 1 time, more than max_preemptions=0" in error, error or run.log.text()[-3000:]
+
+
+def preempted_while_starting(ctx):
+    """Preempted while its pods start (provision's wait): provision waits for re-admission."""
+    ctx.faults(slow_start=600)
+    with _own_queue(ctx) as lq:
+        run = ctx.run(PREEMPT_PIPELINE, local_queue=lq, priority_class="mx-low", timeout=600)
+        ctx.until(lambda: run.log.first(r"admitted by Kueue"), 240, "provision to see the cluster admitted")
+        ctx.t_fault = _preempt(ctx, lq, ctx.cluster)
+        ctx.clear_faults()  # its next pods start
+        run.wait(600)
+    ctx.t_detect = run.log.first(r"(?i)evicted|preempted", after=ctx.t_fault)
+    assert ctx.t_detect is not None, "provision did not say it was preempted"
+
+
+def rj_preempted_resumed(ctx):
+    """The same in lifecycle rayjob: KubeRay runs the job again on a new cluster, resumed at epoch 2."""
+    run = _preempted_run(ctx, hold=2, target=RAYJOB_PIPELINE)
+    _ridden_out(ctx, run, "run-ray-job", resumed_at=2)
+
+
 ROWS = [
     Row("outage_refuse_3min", "dashboard refuses connections 3 min mid-job", "SUCCESS",
         dashboard_outage("refuse", 180, "during"), early=True),
@@ -618,6 +764,14 @@ ROWS = [
         "FAILURE", rj_kill9_swept_mid_job, pods=2),
     Row("rj_image_pull", "rayjob: image pull failure (Ray image)", "FAILURE", rj_image_pull, pods=2),
     Row("rj_head_crash", "rayjob: head crash mid-job", "FAILURE", rj_head_crash, pods=2),
+    # in queues of their own (quota=False: none of the main ClusterQueue's slots)
+    Row("preempted_resumed", "preempted after a checkpoint: resumed from it", "SUCCESS", preempted_resumed, quota=False),
+    Row("preempted_before_checkpoint", "preempted before the first checkpoint: starts over", "SUCCESS",
+        preempted_before_checkpoint, quota=False),
+    Row("preempted_past_budget", "preempted past max_preemptions (0)", "FAILURE", preempted_past_budget, quota=False),
+    Row("preempted_while_starting", "preempted while its pods start", "SUCCESS", preempted_while_starting, quota=False),
+    Row("rj_preempted_resumed", "rayjob: preempted after a checkpoint: resumed from it", "SUCCESS",
+        rj_preempted_resumed, quota=False),
 ]
 
 
