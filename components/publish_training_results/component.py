@@ -83,7 +83,8 @@ def publish_training_results(
                 run={"pipeline": title, "lifecycle": lifecycle, "dataset": dataset, "entrypoint": entrypoint,
                      "image": image, "preemptions": int(preempted.get("preemptions", 0)) or ""},
                 parameters=parameters,
-                job_log_uri=job_log.uri if job_log is not None else "")
+                job_log_uri=job_log.uri if job_log is not None else "",
+                preempted=(job_log.metadata or {}).get("preemptions") or [] if job_log is not None else [])
 
     results_uri = res.results_uri(output_uri)
     data = res.load(results_uri)

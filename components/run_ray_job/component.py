@@ -158,7 +158,7 @@ def run_ray_job(
                   lease_seconds=lease_seconds, renew_every_seconds=renew_every_seconds, pip_index_url=pip_index_url,
                   pip_trusted_host=pip_trusted_host, max_preemptions=max_preemptions)
     result = ran.result
-    job_log.metadata.update({"job_id": result.job_id, "status": result.status, "rayjob": ran.rayjob})
+    job_log.metadata.update({"job_id": result.job_id, "status": result.status, "rayjob": ran.rayjob, "preemptions": result.preempted_times})
     for name, value in ran.metrics().items():
         metrics.log_metric(name, value)
     gpus = f", {worker_gpus} GPU" if worker_gpus else ""

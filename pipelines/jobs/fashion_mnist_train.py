@@ -1,10 +1,8 @@
 """Ray Train data-parallel training (seed demo 1/2: Fashion-MNIST with a TorchTrainer).
 
     python fashion_mnist_train.py --workers 2 --epochs 15 [--use-gpu true]
-Data from $KFP_RAY_DATA (images flattened, labels), a checkpoint each epoch (model, optimizer,
-epoch, history) in $KFP_RAY_CHECKPOINTS: a run submitted again after a Kueue preemption resumes
-from the latest one. Ray Train's own storage on S3 ($KFP_RAY_OUTPUT/ray-results); final model
-and results to $KFP_RAY_OUTPUT."""
+Data from $KFP_RAY_DATA; a checkpoint each epoch in $KFP_RAY_CHECKPOINTS, resumed from after a
+preemption; model and results to $KFP_RAY_OUTPUT."""
 
 from __future__ import annotations
 
@@ -164,9 +162,7 @@ def main() -> None:
 
 
 def epoch_history(history: dict) -> dict:
-    """The training curves for the report: train loss and validation accuracy per epoch (a
-    preempted run's included), the best epoch by validation accuracy (results.json `history`,
-    see README.md)."""
+    """results.json `history` (README.md): loss and accuracy per epoch, preempted ones too."""
     acc = [float(v) for v in history.get("val_accuracy") or []]
     if not acc:
         return {}

@@ -331,6 +331,7 @@ class JobResult:
     teardown_seconds: float = 0.0  # deleting the cluster once the job was over, until it was gone
     preemptions: int = 0  # Kueue preemptions ridden out (preemption.py)
     preempted_seconds: float = 0.0  # what they cost: work lost and the wait for the cluster to come back
+    preempted_times: list = field(default_factory=list)  # preemption.Preemptions.times
 
 
 class Follower:

@@ -38,6 +38,7 @@ class Preemptions:
         self.name, self.budget, self.clock, self.what = name, budget, clock, what
         self.count, self.lost_seconds = 0, 0.0
         self._since: float | None = None
+        self.times: list[list[str]] = []  # [when preempted, when running again] (UTC): the report's timeline
 
     def preempted(self, exc: Preempted, ran_seconds: float) -> None:
         """Count one; raise Preempted past the budget (the caller frees the cluster)."""
@@ -48,6 +49,7 @@ class Preemptions:
                             f"max_preemptions={self.budget}, so the run is given up. Fix: raise max_preemptions or "
                             "priority_class") from None
         self._since = self.clock()
+        self.times.append([_utc(), ""])
         log(f"{exc}. Preemption {self.count} of at most {self.budget} ridden out ({ran_seconds:.0f}s of the job lost): "
             f"waiting for Kueue to admit it again; {self.what}")
 
@@ -59,6 +61,13 @@ class Preemptions:
         if self._since is not None:
             self.lost_seconds += self.clock() - self._since
             self._since = None
+            self.times[-1][1] = _utc()
+
+
+def _utc() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def ready_mark(rc: dict | None) -> str:

@@ -472,6 +472,7 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
                         preemptions.preempted(exc, time.monotonic() - followed)
                         stale = cluster_name
                 result.teardown_seconds = _delete_after_success(spec, creation)
+                result.preempted_times = preemptions.times
                 return Ran(spec.name, spec.namespace, cluster_name, round(queued, 2), round(starting, 2), result,
                            preemptions.count, round(preemptions.lost_seconds, 1))
             except Exception as exc:

@@ -130,9 +130,28 @@ def _parameters(text: str) -> dict:
     return value if isinstance(value, dict) else {"parameters": text}
 
 
+def preemption_phases(times: list, started_at) -> list:
+    """The timeline's rows for the Kueue preemptions the job task rode out: [when preempted, when
+    running again] (UTC ISO; "" while it never ran again)."""
+    from datetime import datetime
+
+    from .report import Phase
+
+    rows = []
+    for i, (at, back) in enumerate(times, 1):
+        try:
+            start = (datetime.fromisoformat(at) - started_at).total_seconds()
+            end = (datetime.fromisoformat(back) - started_at).total_seconds() if back else start
+        except (TypeError, ValueError):  # no timeline, or a time it cannot read: the count still shows
+            continue
+        rows.append(Phase(f"preempted ({i})", round(start, 1), round(end, 1), "waiting for Kueue and new pods",
+                          "terminated"))
+    return rows
+
+
 def run_page(results: dict | None, run_id: str, *, title: str, output_uri: str, durations: dict, cluster: dict,
              run: dict, parameters: str = "", job_log_uri: str = "", printed: dict | None = None,
-             log_tail: str = "", namespace: str = "") -> str:
+             log_tail: str = "", namespace: str = "", preempted: list | None = None) -> str:
     """publish_training_results' HTML page: results.json (or what the job printed) with the
     run's parameters, image and Ray version, its tasks at their real times (runinfo.py), the
     phases' lengths, and where things are, linked to the KFP run and the S3 console where
@@ -143,6 +162,7 @@ def run_page(results: dict | None, run_id: str, *, title: str, output_uri: str, 
     from . import runinfo
 
     phases, started_at, why_not = runinfo.task_timeline(run_id, namespace)
+    phases += preemption_phases(preempted or [], started_at)
     from .redact import redact
 
     facts = {**run, **_parameters(parameters)}

@@ -179,6 +179,7 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
                         preemptions.running_again()
                         follower = follower_for()
                 result.preemptions, result.preempted_seconds = preemptions.count, round(preemptions.lost_seconds, 1)
+                result.preempted_times = preemptions.times
             except (JobFailed, JobTimeout, ClusterError):  # over: failed, stopped, lost, timed out, not back
                 if deleting:
                     _delete_cluster_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)

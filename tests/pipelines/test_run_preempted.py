@@ -92,5 +92,6 @@ def test_fashion_mnist_preempted_mid_training_resumes_from_its_checkpoint_and_su
                     if k.endswith("/html_report"))
     page = s3.get_object(Bucket="kfp-ray", Key=page_key)["Body"].read().decode()
     assert '<th scope="row">preemptions</th><td>1</td>' in page and ">lost to preemption<" in page
+    assert 'data-phase="preempted (1)"' in page  # the timeline's row for it
     assert '<th scope="row">resumed from</th><td>s3://kfp-ray/preempted/' in page
     eventually(lambda: not run_clusters(co, run.run_id), 120, what="the run's cluster to be deleted")

@@ -214,13 +214,17 @@ def test_publishs_page_has_the_job_log_parameters_image_ray_version_and_links(mo
 def test_a_preempted_runs_page_shows_its_preemptions_what_they_cost_and_where_it_resumed(monkeypatch):
     from kfp_ray import postmortem, results, runinfo
 
-    monkeypatch.setattr(postmortem, "task_pods", lambda run_id, ns: [])
+    monkeypatch.setattr(postmortem, "task_pods", lambda run_id, ns: [
+        TaskPod("follow-ray-job", "Succeeded", T0 + timedelta(seconds=20), T0 + timedelta(seconds=150), 0)])
     monkeypatch.setattr(runinfo, "kfp_run_url", lambda run_id, ns: "")
     data = {"model_uri": "s3://b/r/model/model.pt", "metrics": {"accuracy": 0.8},
             "resumed_from": {"uri": "s3://b/r/checkpoints/epoch-0002.pt", "epoch": 2}}
+    at, back = (T0 + timedelta(seconds=60)).isoformat(), (T0 + timedelta(seconds=85.5)).isoformat()
     page = results.run_page(data, "r1", title="fashion_mnist", output_uri="s3://b/r", namespace="ns",
                             durations={"job": 80.0, "lost to preemption": 31.5}, cluster={},
-                            run={"pipeline": "fashion_mnist", "preemptions": 1})
+                            run={"pipeline": "fashion_mnist", "preemptions": 1}, preempted=[[at, back]])
+    # the timeline: the preemption between the task's start and end, from when it was seen to when the job ran again
+    assert 'data-phase="preempted (1)" data-start="40.0" data-end="65.5"' in page
     run = re.search(r'<section id="run".*?</section>', page).group(0)
     assert '<th scope="row">preemptions</th><td>1</td>' in run
     assert '<th scope="row">resumed from</th><td>s3://b/r/checkpoints/epoch-0002.pt (after epoch 3)</td>' in run

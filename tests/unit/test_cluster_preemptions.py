@@ -96,3 +96,16 @@ def test_every_submission_of_a_run_gets_the_same_checkpoint_folder():
     mine = jobs.build_runtime_env(None, None, {"KFP_RAY_OUTPUT": "s3://b/o", "KFP_RAY_CHECKPOINTS": "s3://b/mine/"})
     assert mine["env_vars"]["KFP_RAY_CHECKPOINTS"] == "s3://b/mine/"  # the user's own wins
     assert "KFP_RAY_CHECKPOINTS" not in (jobs.build_runtime_env(None, None, {"X": "1"}).get("env_vars") or {})
+
+
+def test_each_preemption_keeps_when_it_came_and_when_the_job_ran_again():
+    from datetime import datetime
+
+    from kfp_ray.errors import Preempted
+
+    p = preemption.Preemptions("c", 2, clock=FakeClock(0.0))
+    p.preempted(Preempted("Kueue suspended RayCluster 'c'"), 5.0)
+    assert p.times[0][1] == ""  # not running again yet: the report draws no span
+    p.running_again()
+    at, back = (datetime.fromisoformat(t) for t in p.times[0])
+    assert at.tzinfo is not None and back >= at
