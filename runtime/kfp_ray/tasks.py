@@ -146,15 +146,14 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
     preemptions = preemption.Preemptions(cluster_name, max_preemptions,
                                          what="the job is submitted again on the cluster's new pods")
 
-    def follower_for(mark: str = "") -> jobs.Follower:
+    def follower_for() -> jobs.Follower:
         # The log streams into log_path as it is read (redacted), whatever happens; after a
         # preemption, appended below a heading.
         options = dict(max_poll=max_poll_seconds, outage_tolerance=outage_tolerance_seconds,
                        heartbeat=combine(renewer, heartbeat), log_path=log_path, heading=preemptions.heading())
         if not cluster_name:
             return jobs.Follower(dashboard_url, job_id, timeout, **options)
-        return preemption.ClusterFollower(dashboard_url, job_id, timeout, cluster_name, _namespace(namespace), mark,
-                                          **options)
+        return preemption.ClusterFollower(dashboard_url, job_id, timeout, cluster_name, _namespace(namespace), **options)
 
     follower = follower_for()
     with sigterm_raises():
@@ -173,9 +172,8 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
                                             "a job_id, not the job, so it cannot submit it again. Fix: give "
                                             "follow_ray_job the entrypoint instead of submit_ray_job's job_id") from None
                         preemptions.preempted(exc, follower.lost_seconds(started))
-                        mark = follower.mark
-                        _readmitted(cluster_name, _namespace(namespace), mark, admission_timeout, startup_timeout,
-                                    combine(renewer, heartbeat))
+                        _readmitted(cluster_name, _namespace(namespace), follower.mark, admission_timeout,
+                                    startup_timeout, combine(renewer, heartbeat))
                         preemptions.running_again()
                         follower = follower_for()
                 result.preemptions, result.preempted_seconds = preemptions.count, round(preemptions.lost_seconds, 1)
