@@ -539,6 +539,7 @@ class Row:
     quota: bool = True  # its cluster is admitted at some point (holds quota slots)
     pods: int = 1  # pods its Workload counts: the slots it holds (a RayJob's K8sJobMode submitter is one)
     early: bool = False  # long: started first
+    full: str = ""  # run only with KFP_RAY_TEST_FULL=1 (tests/opt_in.py): the tests that cover its ground in every run
 
 
 @dataclass

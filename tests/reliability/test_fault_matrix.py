@@ -36,6 +36,7 @@ import yaml
 
 from kfp_ray_sandbox.reaper import pid_alive
 from tests.helpers import KUEUE_API
+from tests.opt_in import FULL, full_only
 from tests.reliability.matrix import (
     COMPONENTS,
     PREEMPT_PIPELINE,
@@ -583,6 +584,11 @@ def rj_head_crash(ctx):
 
 
 # --- rows: Kueue preemption (issue 29): ridden out in both lifecycles ---------------------------
+# Three rows repeat what these cover in every run (each preemption row costs two Ray starts while the
+# whole matrix runs): they run with KFP_RAY_TEST_FULL=1
+COVERED_RESUMED = ("tests/pipelines/test_run_preempted.py (fashion_mnist resumed from its checkpoint), the follow_ray_job "
+                   "and run_ray_job test_preemption.py (ridden out, real Ray)")
+COVERED_BUDGET = "the follow_ray_job and run_ray_job test_preemption.py (past max_preemptions: fails, nothing left)"
 def checkpointing_job(ck: Path, gate: Path, hold: int, epochs: int = 4) -> str:
     """A job of `epochs` short epochs that checkpoints each one to `ck` (a file: Ray runs on this
     machine) with a KFP_RAY_CHECKPOINT line, resumes from it, and before epoch `hold` waits for
@@ -662,8 +668,10 @@ def _preempted_run(ctx, hold: int, target: str = PREEMPT_PIPELINE, **arguments):
     """A run of the checkpointing job preempted once it waits at epoch `hold`; the gate then opens."""
     gate, ck = ctx.run_dir / "gate", ctx.run_dir / "ck"
     with _own_queue(ctx) as lq:
+        # admission_timeout: a bound (re-admission waits for the preemptor's pods to end, slower while
+        # the whole matrix runs), not a wait
         run = ctx.run(target, entrypoint=checkpointing_job(ck, gate, hold), local_queue=lq, priority_class="mx-low",
-                      timeout=600, **arguments)
+                      timeout=600, admission_timeout=300, **arguments)
         ctx.until(lambda: run.log.first(r"starting at epoch 0$"), 240, "the job to start")
         if hold:
             ctx.until(lambda: run.log.first(rf"KFP_RAY_CHECKPOINT epoch {hold - 1}\b"), 60, "the job's checkpoint")
@@ -708,7 +716,7 @@ def preempted_while_starting(ctx):
     """Preempted while its pods start (provision's wait): provision waits for re-admission."""
     ctx.faults(slow_start=600)
     with _own_queue(ctx) as lq:
-        run = ctx.run(PREEMPT_PIPELINE, local_queue=lq, priority_class="mx-low", timeout=600)
+        run = ctx.run(PREEMPT_PIPELINE, local_queue=lq, priority_class="mx-low", timeout=600, admission_timeout=300)
         ctx.until(lambda: run.log.first(r"admitted by Kueue"), 240, "provision to see the cluster admitted")
         ctx.t_fault = _preempt(ctx, lq, ctx.cluster)
         ctx.clear_faults()  # its next pods start
@@ -765,13 +773,15 @@ ROWS = [
     Row("rj_image_pull", "rayjob: image pull failure (Ray image)", "FAILURE", rj_image_pull, pods=2),
     Row("rj_head_crash", "rayjob: head crash mid-job", "FAILURE", rj_head_crash, pods=2),
     # in queues of their own (quota=False: none of the main ClusterQueue's slots)
-    Row("preempted_resumed", "preempted after a checkpoint: resumed from it", "SUCCESS", preempted_resumed, quota=False),
+    Row("preempted_resumed", "preempted after a checkpoint: resumed from it", "SUCCESS", preempted_resumed, quota=False,
+        full=COVERED_RESUMED),
     Row("preempted_before_checkpoint", "preempted before the first checkpoint: starts over", "SUCCESS",
         preempted_before_checkpoint, quota=False),
-    Row("preempted_past_budget", "preempted past max_preemptions (0)", "FAILURE", preempted_past_budget, quota=False),
+    Row("preempted_past_budget", "preempted past max_preemptions (0)", "FAILURE", preempted_past_budget, quota=False,
+        full=COVERED_BUDGET),
     Row("preempted_while_starting", "preempted while its pods start", "SUCCESS", preempted_while_starting, quota=False),
     Row("rj_preempted_resumed", "rayjob: preempted after a checkpoint: resumed from it", "SUCCESS",
-        rj_preempted_resumed, quota=False),
+        rj_preempted_resumed, quota=False, full=COVERED_RESUMED),
 ]
 
 
@@ -782,6 +792,7 @@ def matrix(box, request, tmp_path_factory):
 
     selected = {item.callspec.params["row"] for item in request.session.items
                 if item.module is request.module and hasattr(item, "callspec") and "row" in item.callspec.params}
+    selected -= {r.id for r in ROWS if r.full and not FULL}  # collected, skipped: not run
     client = SandboxClient(box.info)
     client.patch_faults({"platform": PLATFORM})
     m = Matrix(box, [r for r in ROWS if r.id in selected], tmp_path_factory.mktemp("matrix"),
@@ -796,7 +807,7 @@ def matrix(box, request, tmp_path_factory):
             client.clear_faults()
 
 
-@pytest.mark.parametrize("row", [r.id for r in ROWS])
+@pytest.mark.parametrize("row", [pytest.param(r.id, marks=full_only(r.full)) if r.full else r.id for r in ROWS])
 def test_fault_matrix(row, matrix, recorder):
     res = matrix.result(row)
     spec = res.row
