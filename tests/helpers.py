@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 
 import pytest
@@ -139,3 +140,31 @@ def preempting_queue(custom_objects, values: dict[str, int]):
             yield
         finally:
             within("Never")
+
+
+def in_thread(name: str, fn) -> tuple[threading.Thread, dict]:
+    """fn() as a task would run it, in a daemon thread: its return value under "result", or what it
+    raised under "error" (cancellations too), for the test to assert once it joined the thread."""
+    out: dict = {}
+
+    def run():
+        try:
+            out["result"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - the test asserts it
+            out["error"] = exc
+
+    t = threading.Thread(target=run, name=name, daemon=True)
+    t.start()
+    return t, out
+
+
+def ray_object(custom_objects, plural: str, name: str, namespace: str = "sandbox") -> dict:
+    """A ray.io/v1 object ({} while it does not exist)."""
+    from kubernetes import client as k8s
+
+    try:
+        return custom_objects.get_namespaced_custom_object("ray.io", "v1", namespace, plural, name)
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return {}
+        raise

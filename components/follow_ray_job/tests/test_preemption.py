@@ -16,7 +16,7 @@ from kubernetes import client as k8s
 from kfp_ray import tasks
 from kfp_ray.components.run_ray_job.tests.test_run import nothing_left
 from kfp_ray.errors import Preempted
-from tests.helpers import eventually, labelled, preempting_queue, raycluster
+from tests.helpers import eventually, in_thread, labelled, preempting_queue, ray_object, raycluster
 
 RAY = ("ray.io", "v1", "sandbox")
 JOB = """import os, time
@@ -42,34 +42,22 @@ def start(tmp_path, name: str, max_preemptions: int) -> tuple[threading.Thread, 
     """provision then follow (submitting the job) in a thread, as the pipeline's two tasks."""
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "job.py").write_text(JOB)
-    out: dict = {}
 
     def task():
-        try:
-            p = tasks.provision(run_id=f"run-{name}", cluster_name=name, namespace="sandbox",
-                                local_queue="local-queue-test", priority_class="fl-low", num_workers=0, head_cpu="500m",
-                                head_memory="1Gi", startup_timeout=240)
-            out["result"] = tasks.follow(
-                p.dashboard_url, "", str(tmp_path / "job.log"), cluster_name=name, namespace="sandbox", timeout=600,
-                max_preemptions=max_preemptions, admission_timeout=240, startup_timeout=240,
-                submission={"entrypoint": "python job.py", "run_id": f"run-{name}", "task": "follow-ray-job",
-                            "working_dir": "code", "embedded_root": str(tmp_path),
-                            "env_vars": {"GO": str(tmp_path / "go")}})
-        except BaseException as exc:  # noqa: BLE001 - the test asserts it
-            out["error"] = exc
+        p = tasks.provision(run_id=f"run-{name}", cluster_name=name, namespace="sandbox", local_queue="local-queue-test",
+                            priority_class="fl-low", num_workers=0, head_cpu="500m", head_memory="1Gi",
+                            startup_timeout=240)
+        return tasks.follow(
+            p.dashboard_url, "", str(tmp_path / "job.log"), cluster_name=name, namespace="sandbox", timeout=600,
+            max_preemptions=max_preemptions, admission_timeout=240, startup_timeout=240,
+            submission={"entrypoint": "python job.py", "run_id": f"run-{name}", "task": "follow-ray-job",
+                        "working_dir": "code", "embedded_root": str(tmp_path), "env_vars": {"GO": str(tmp_path / "go")}})
 
-    t = threading.Thread(target=task, name=f"task-{name}", daemon=True)
-    t.start()
-    return t, out
+    return in_thread(f"task-{name}", task)
 
 
 def get(co, name: str) -> dict:
-    try:
-        return co.get_namespaced_custom_object(*RAY, "rayclusters", name)
-    except k8s.ApiException as exc:
-        if exc.status == 404:
-            return {}
-        raise
+    return ray_object(co, "rayclusters", name)
 
 
 def preempt(co, log) -> None:

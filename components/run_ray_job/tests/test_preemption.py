@@ -14,7 +14,7 @@ from kubernetes import client as k8s
 
 from kfp_ray import tasks
 from kfp_ray.errors import Preempted
-from tests.helpers import eventually, labelled, preempting_queue, raycluster
+from tests.helpers import eventually, in_thread, labelled, preempting_queue, ray_object, raycluster
 
 from .test_run import SMALL, TASK, nothing_left
 
@@ -45,31 +45,16 @@ def code(tmp_path):
 
 
 def start(code, tmp_path, name: str, max_preemptions: int) -> tuple[threading.Thread, dict]:
-    """run_job in a thread (the task), its outcome in the dict."""
-    out: dict = {}
-
-    def task():
-        try:
-            out["ran"] = tasks.run_job(run_id=f"rj-{name}", job_name=name, entrypoint="python job.py", working_dir="code",
-                                       embedded_root=code, log_path=str(tmp_path / "job.log"), priority_class="rj-low",
-                                       env_vars={"GO": str(tmp_path / "go")}, max_preemptions=max_preemptions,
-                                       admission_timeout=240, job_timeout=600, **SMALL, **TASK)
-        except BaseException as exc:  # noqa: BLE001 - the test asserts it
-            out["error"] = exc
-
-    t = threading.Thread(target=task, name=f"task-{name}", daemon=True)
-    t.start()
-    return t, out
+    """run_job in a thread (the task): its Ran under "result", or its error."""
+    return in_thread(f"task-{name}", lambda: tasks.run_job(
+        run_id=f"rj-{name}", job_name=name, entrypoint="python job.py", working_dir="code", embedded_root=code,
+        log_path=str(tmp_path / "job.log"), priority_class="rj-low", env_vars={"GO": str(tmp_path / "go")},
+        max_preemptions=max_preemptions, admission_timeout=240, job_timeout=600, **SMALL, **TASK))
 
 
 def status(co, name: str) -> dict:
     """The RayJob's status; {} until the task has created it."""
-    try:
-        return co.get_namespaced_custom_object(*RAY, "rayjobs", name).get("status") or {}
-    except k8s.ApiException as exc:
-        if exc.status == 404:
-            return {}
-        raise
+    return ray_object(co, "rayjobs", name).get("status") or {}
 
 
 def preempt(co, name: str, log) -> str:
@@ -94,7 +79,7 @@ def test_a_preempted_rayjob_runs_again_on_a_new_cluster_and_succeeds(box, sbx, a
     co.delete_namespaced_custom_object(*RAY, "rayclusters", "rj-high")
     t.join(300)
     assert not t.is_alive() and "error" not in out, out
-    ran, said = out["ran"], capsys.readouterr().out
+    ran, said = out["result"], capsys.readouterr().out
     assert ran.result.status == "SUCCEEDED" and ran.result.metrics == {"accuracy": 0.9}
     assert ran.preemptions == 1 and ran.preempted_seconds > 0 and ran.cluster_name != first
     # Kueue's own words (this identity may read the Workload), and the budget
