@@ -168,3 +168,16 @@ def ray_object(custom_objects, plural: str, name: str, namespace: str = "sandbox
         if exc.status == 404:
             return {}
         raise
+
+
+@contextlib.contextmanager
+def preempting_sandbox(sbx, prefix: str):
+    """The sandbox's ClusterQueue preempting within itself by priority, with WorkloadPriorityClasses
+    `<prefix>-low` (100) and `<prefix>-high` (1000); RayClusters named `<prefix>-high*` (the
+    preemptor) never start Ray (slow_start): they only take the quota. Yields a CustomObjectsApi."""
+    from kubernetes import client as k8s
+
+    co = k8s.CustomObjectsApi(sbx.api_client())
+    sbx.set_faults({"clusters": {f"{prefix}-high*": {"slow_start": 600}}})
+    with preempting_queue(co, {f"{prefix}-low": 100, f"{prefix}-high": 1000}):
+        yield co

@@ -107,9 +107,11 @@ def save_checkpoint(name: str, data: bytes, **facts) -> str:
 
 def latest_checkpoint() -> dict | None:
     """latest.json ({"uri": ..., facts}), or None before the first checkpoint."""
+    from botocore.exceptions import ClientError
+
     try:
         return json.loads(get_bytes(join(checkpoints_uri(), "latest.json")))
-    except Exception as exc:  # noqa: BLE001 - NoSuchKey: none yet
-        if "NoSuchKey" in str(exc):
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
             return None
         raise

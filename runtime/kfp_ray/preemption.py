@@ -76,13 +76,15 @@ def ready_mark(rc: dict | None) -> str:
     return ((rc or {}).get("status") or {}).get("stateTransitionTimes", {}).get("ready", "") if rc else ""
 
 
+def _state(rc: dict) -> str:
+    return ((rc.get("status") or {}).get("state") or "").lower()
+
+
 def cluster_preempted(rc: dict, mark: str) -> bool:
     """Kueue suspended the cluster since it was ready at `mark`: suspended now, or suspended
     and admitted again between two looks (ready again since). A cluster never ready (KubeRay
     1.2+ records when it became ready) was never admitted: not preempted, not follow's to judge."""
-    state = ((rc.get("status") or {}).get("state") or "").lower()
-    return bool(ready_mark(rc)) and bool((rc.get("spec") or {}).get("suspend") or state == "suspended"
-                                         or (mark and ready_mark(rc) != mark))
+    return bool(ready_mark(rc)) and (suspended(rc) or _state(rc) == "suspended" or bool(mark and ready_mark(rc) != mark))
 
 
 def cluster_suspension(rc: dict) -> str:
@@ -117,14 +119,16 @@ class ClusterFollower(jobs.Follower):
         self.checkpoint = ""
 
     def _poll(self) -> dict | None:
-        if self.clock() - self._checked >= CHECK_EVERY:
+        checked = self.clock() - self._checked >= CHECK_EVERY
+        if checked:
             self._check()
         try:
             info = super()._poll()
         except JobLost:
-            self._check()  # a new head after a preemption knows none of the old jobs
+            if not checked:
+                self._check()  # a new head after a preemption knows none of the old jobs
             raise
-        if info is None:
+        if info is None and not checked:
             self._check()  # the head may be gone with its preempted cluster
         return info
 
@@ -159,7 +163,10 @@ def wait_readmitted(name: str, namespace: str, mark: str, admission_timeout: flo
     """Wait until Kueue admits the preempted RayCluster again (at most admission_timeout while it
     is suspended) and its new pods are ready (at most startup_timeout once admitted): ready
     again means ready since `mark`, never the old pods KubeRay is still stopping. Raises
-    AdmissionTimeout, StartupTimeout, or ClusterError when the cluster is deleted meanwhile."""
+    AdmissionTimeout, StartupTimeout, or ClusterError when the cluster is deleted meanwhile.
+    (Not readiness.wait_ready: that one, with its pod diagnosis and Kueue queue reads, would
+    add about 13 KB to follow's embedded runtime, copied into each run's Workflow several times;
+    these pods already started once, with the same image.)"""
     spent = {"queued": 0.0, "starting": 0.0}
     limits = {"queued": admission_timeout, "starting": startup_timeout}
     backoff, phase, last, down = Backoff(0.5, 1.5, 5.0), "", clock(), False
@@ -173,7 +180,7 @@ def wait_readmitted(name: str, namespace: str, mark: str, admission_timeout: flo
         if phase:
             spent[phase] += now - last
         last = now
-        state = ((rc.get("status") or {}).get("state") or "").lower()
+        state = _state(rc)
         down = down or suspended(rc) or state == "suspended"
         if not suspended(rc) and state == "ready" and (down or ready_mark(rc) not in ("", mark)):
             return

@@ -11,12 +11,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from kubernetes import client as k8s
 
 from kfp_ray import tasks
 from kfp_ray.components.run_ray_job.tests.test_run import nothing_left
 from kfp_ray.errors import Preempted
-from tests.helpers import eventually, in_thread, labelled, preempting_queue, ray_object, raycluster
+from tests.helpers import eventually, in_thread, labelled, preempting_sandbox, ray_object, raycluster
 
 RAY = ("ray.io", "v1", "sandbox")
 JOB = """import os, time
@@ -30,11 +29,9 @@ print('KFP_RAY_METRICS {"accuracy": 0.9}', flush=True)
 
 @pytest.fixture
 def preempting(sbx):
-    """The ClusterQueue preempts within itself by priority; the preemptor's cluster never starts
-    Ray (slow_start). sbx then deletes what the test left."""
-    co = k8s.CustomObjectsApi(sbx.api_client())
-    sbx.set_faults({"clusters": {"fl-high*": {"slow_start": 600}}})
-    with preempting_queue(co, {"fl-low": 100, "fl-high": 1000}):
+    """fl-low and fl-high, the queue preempting by priority (tests/helpers); sbx then deletes what
+    the test left."""
+    with preempting_sandbox(sbx, "fl") as co:
         yield co
 
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 import threading
 
 import pytest
-from kubernetes import client as k8s
 
 from kfp_ray import tasks
 from kfp_ray.errors import Preempted
-from tests.helpers import eventually, in_thread, labelled, preempting_queue, ray_object, raycluster
+from tests.helpers import eventually, in_thread, labelled, preempting_sandbox, ray_object, raycluster
 
 from .test_run import SMALL, TASK, nothing_left
 
@@ -29,11 +28,9 @@ print('KFP_RAY_METRICS {"accuracy": 0.9}', flush=True)
 
 @pytest.fixture
 def preempting(sbx):
-    """The ClusterQueue preempts within itself by priority; two WorkloadPriorityClasses; the
-    preemptor's cluster never starts Ray (slow_start). sbx then deletes what the test left."""
-    co = k8s.CustomObjectsApi(sbx.api_client())
-    sbx.set_faults({"clusters": {"rj-high*": {"slow_start": 600}}})
-    with preempting_queue(co, {"rj-low": 100, "rj-high": 1000}):
+    """rj-low and rj-high, the queue preempting by priority (tests/helpers); sbx then deletes what
+    the test left."""
+    with preempting_sandbox(sbx, "rj") as co:
         yield co
 
 
