@@ -22,7 +22,7 @@ METRICS_JOB = ("python -c \"import os, json, ray; ray.init(); "
 def assert_nothing_left(sbx):
     co = k8s.CustomObjectsApi(sbx.api_client())
     assert co.list_namespaced_custom_object("ray.io", "v1", "sandbox", "rayclusters")["items"] == []
-    eventually(lambda: not sbx.processes(), 60, what="every Ray process to stop")
+    eventually(lambda: not [p for p in sbx.processes() if p["cluster"]], 60, what="every Ray process to stop")  # Ray pods'
     assert set(sbx.summary()["queue_usage"].values()) == {"0"}
 
 

@@ -100,7 +100,7 @@ def test_sdk_apply_wait_ready_status_details_job_and_down(box, sbx, sdk_auth):
                       and not [s for s in owned_objects(sbx, "sdk-e2e")["services"] if s.startswith("sdk-e2e")], 30,
                       what="every object of the cluster to be deleted")
     assert gone
-    eventually(lambda: not sbx.processes(), 60, what="the cluster's Ray processes to stop")
+    eventually(lambda: not [p for p in sbx.processes() if p["cluster"] == "sdk-e2e"], 60, what="the cluster's Ray processes to stop")
     assert set(sbx.summary()["queue_usage"].values()) == {"0"}
     assert cluster.status(print_to_console=False) == (CodeFlareClusterStatus.UNKNOWN, False)
 
