@@ -9,12 +9,17 @@ import re
 
 import pytest
 
+from tests.opt_in import full_only
 from tests.pipelines.cli_runs import run_cli, summary_metrics
 
 pytestmark = pytest.mark.ray
 
 
-@pytest.mark.parametrize("platform", ["rhoai-3.3", "rhoai-2.25"])
+TWO_25 = ("test_ray_client_tls (the 2.25 CA secret's client certificate through the head's mTLS), "
+          "test_job_contract's and test_run_rayjob's 2.25 runs (the `compile --rhoai 2.25` YAML)")
+
+
+@pytest.mark.parametrize("platform", ["rhoai-3.3", pytest.param("rhoai-2.25", marks=full_only(TWO_25))])
 def test_interactive_train_through_the_cli(tmp_path, platform):
     """On either release: the CA secret is cert-manager's on 3.x, the CodeFlare operator's on 2.x.
     2.25 trains one epoch: the release differs in the platform, not the training."""

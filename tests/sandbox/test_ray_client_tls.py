@@ -11,6 +11,7 @@ import pytest
 
 from kfp_ray import driver
 from kfp_ray.errors import KfpRayError
+from tests.helpers import on_platforms
 
 pytestmark = pytest.mark.ray
 
@@ -49,7 +50,10 @@ def _context(env, with_cert: bool) -> ssl.SSLContext:
     return ctx
 
 
-def test_the_client_certificate_gets_through_and_the_head_proves_its_service_name(tls):
+@on_platforms("rhoai-3.3", "rhoai-2.25")
+def test_the_client_certificate_gets_through_and_the_head_proves_its_service_name(tls, box):
+    """On each release: its CA secret is cert-manager's on 3.x, the CodeFlare operator's on 2.x
+    (interactive_train's 2.25 run, KFP_RAY_TEST_FULL only, drives a whole Ray client job through it)."""
     env, address, name = tls
     answer = _exchange(address, _context(env, with_cert=True), name)
     assert answer[3:4] == b"\x04"  # the server's HTTP/2 SETTINGS frame: gRPC is talking

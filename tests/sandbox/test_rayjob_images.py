@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client as k8s
 
 from tests.helpers import eventually, raycluster
+from tests.opt_in import full_only
 
 NS = "default"  # not Kueue-managed: there RHOAI's webhooks refuse a clusterSelector RayJob either way
 RAY = ("ray.io", "v1", NS)
@@ -36,6 +37,9 @@ def default_ns(sbx):
 
 
 @pytest.mark.ray
+@full_only("tests/unit/test_rayimage.py (the Python each image tag and digest runs) and tests/unit/test_rayjob.py "
+           "(the submitter pod gets the head's py312 image); this one builds a Python 3.12 Ray image, a pip install "
+           "of Ray that costs minutes of CPU on every clean clone")
 def test_cluster_selector_rayjob_on_the_sdk_py312_image(sbx, default_ns, as_admin, tmp_path):
     from codeflare_sdk.common.utils.constants import CUDA_PY312_RUNTIME_IMAGE
 
