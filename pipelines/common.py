@@ -120,7 +120,7 @@ def provision(data_connection, **inputs):
                                  task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER, data_connection=data_connection, **inputs)
 
 
-def publish_run(stage, cluster, runner, log, title, data_connection, **facts):
+def publish_run(stage, cluster, runner, log, title, data_connection, admitted=None, **facts):
     """The run's publish task. `runner`: the task that used the cluster (follow_ray_job, or
     run_ray_driver), whose metrics, duration and teardown time it shows; `log`: its log;
     `facts`: the run's parameters the report shows (image, lifecycle, dataset, entrypoint)."""
@@ -128,7 +128,8 @@ def publish_run(stage, cluster, runner, log, title, data_connection, **facts):
         output_uri=stage.outputs["output_uri"], run_id=RUN_ID, job_log=log, job_metrics=runner.outputs["metrics"],
         title=title, cluster_name=cluster.outputs["cluster_name"], cluster_shape=cluster.outputs["shape"],
         queued_seconds=cluster.outputs["queued_seconds"], starting_seconds=cluster.outputs["starting_seconds"],
-        job_seconds=runner.outputs["duration_seconds"], teardown_seconds=runner.outputs["teardown_seconds"], **facts),
+        job_seconds=runner.outputs["duration_seconds"], teardown_seconds=runner.outputs["teardown_seconds"],
+        **({"admitted": admitted} if admitted is not None else {}), **facts),
         data_connection)
 
 
@@ -198,7 +199,7 @@ def train_on_ray(*, follow, entrypoint, working_dir, dataset, data_connection, s
                 timeout=job_timeout, max_preemptions=max_preemptions, admission_timeout=admission_timeout,
                 startup_timeout=startup_timeout, **code), data_connection)
             publish = publish_run(stage, cluster, followed, followed.outputs["job_log"], title, data_connection,
-                                  **facts)
+                                  admitted=cluster.outputs["admitted"], **facts)
             for task in (cluster, followed, publish):
                 task.set_caching_options(False)
             retried(followed)

@@ -3,7 +3,9 @@
   runs list [--experiment E] [--limit N]   newest first: id, state, created, name
   runs get RUN_ID                          the run's state, error and tasks
   runs cancel RUN_ID [--wait]              terminate it, as the dashboard's Stop does (its exit
-                                           handler still runs; KFP on Argo ends it FAILED)"""
+                                           handler still runs; KFP on Argo ends it FAILED)
+  runs usage [--since DAY] [--by pipeline] CPU-, GPU- and memory GiB-hours of the project's runs,
+                                           summed from their usage ledgers in S3"""
 
 from __future__ import annotations
 
@@ -31,6 +33,12 @@ def add_parser(sub) -> None:
     cancel.add_argument("--wait", action="store_true", help="wait until it has ended (its exit handler included)")
     for v in (ls, get, cancel):
         connection.add_arguments(v)
+    from . import usage_cli
+
+    used = verbs.add_parser("usage", help="what the project's runs cost (from their usage ledgers in S3)",
+                            description=usage_cli.__doc__)
+    usage_cli.add_arguments(used)
+    used.set_defaults(fn=usage_cli.cmd_usage)
     ls.set_defaults(fn=cmd_list)
     get.set_defaults(fn=cmd_get)
     cancel.set_defaults(fn=cmd_cancel)

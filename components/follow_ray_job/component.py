@@ -117,7 +117,8 @@ def follow_ray_job(
                     lease_seconds=lease_seconds, renew_every_seconds=renew_every_seconds, submission=submission,
                     max_preemptions=max_preemptions, admission_timeout=admission_timeout,
                     startup_timeout=startup_timeout)
-    job_log.metadata.update({"job_id": result.job_id, "status": result.status, "preemptions": result.preempted_times})
+    job_log.metadata.update({"job_id": result.job_id, "status": result.status, "preemptions": result.preempted_times,
+                             "released_at": result.released_at})  # the quota free: the usage ledger's end
     for name, value in sorted(result.metrics.items()):
         metrics.log_metric(name, value)
     metrics.log_metric("job_duration_seconds", result.duration_seconds)

@@ -35,7 +35,8 @@ def provision_ray_cluster(
     pip_index_url: str = "",
     pip_trusted_host: str = "",
 ) -> NamedTuple("ProvisionOutputs", [("cluster_name", str), ("namespace", str), ("dashboard_url", str),
-                                     ("queued_seconds", float), ("starting_seconds", float), ("shape", str)]):
+                                     ("queued_seconds", float), ("starting_seconds", float), ("shape", str),
+                                     ("admitted", str)]):
     """Provision a Kueue-queued RayCluster and wait until it is ready.
 
     Builds the cluster with the CodeFlare SDK, sets the Kueue queue label (even when the
@@ -105,7 +106,10 @@ def provision_ray_cluster(
         queued_seconds: Seconds spent waiting for Kueue.
         starting_seconds: Seconds from admission to every pod ready.
         shape: The cluster as the run report shows it: queue, head and workers.
+        admitted: What Kueue admitted for it (JSON: resources and their source), for the
+            run's usage ledger (publish_training_results).
     """
+    import json
     from collections import namedtuple
 
     from kfp_ray.tasks import provision
@@ -120,8 +124,9 @@ def provision_ray_cluster(
                   renew_every_seconds=renew_every_seconds, pip_index_url=pip_index_url,
                   pip_trusted_host=pip_trusted_host)
     out = namedtuple("ProvisionOutputs", ["cluster_name", "namespace", "dashboard_url", "queued_seconds", "starting_seconds",
-                                          "shape"])
+                                          "shape", "admitted"])
     gpus = f", {worker_gpus} GPU" if worker_gpus else ""
     shape = (f"LocalQueue {local_queue or '(the namespace default)'}; head {head_cpu} CPU, {head_memory}; "
              f"{num_workers} worker{'s' if num_workers != 1 else ''} x ({worker_cpu} CPU, {worker_memory}{gpus})")
-    return out(p.name, p.namespace, p.dashboard_url, p.queued_seconds, p.starting_seconds, shape)
+    return out(p.name, p.namespace, p.dashboard_url, p.queued_seconds, p.starting_seconds, shape,
+               json.dumps(p.admitted, sort_keys=True))

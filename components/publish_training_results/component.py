@@ -27,6 +27,7 @@ def publish_training_results(
     entrypoint: str = "",
     parameters: str = "",
     namespace: str = "",
+    admitted: str = "",
 ):
     """Publish a Ray training job's results to the RHOAI UI.
 
@@ -69,14 +70,41 @@ def publish_training_results(
         parameters: The run's other parameters as a JSON object of strings, for the report.
         namespace: Where the run's task pods are (for the timeline); empty uses the
             pipeline's own.
+        admitted: provision_ray_cluster's admitted output (what Kueue admitted), for the
+            usage ledger; empty: run_ray_job's, read from job_log.
+
+    The usage ledger (CPU-, GPU- and memory GiB-hours of the quota the run held, seconds
+    queued, starting, running and lost to preemption) is published as metrics, in both
+    reports, and as usage.json beside results.json and kfp-ray/usage/<month>/<run id>.json
+    in the bucket, which `kfp-ray runs usage` sums.
     """
     from kfp_ray import results as res
 
     # Kueue preemptions the job task rode out (its metrics): in the run's metrics and report
     ran = dict(job_metrics.metadata) if job_metrics is not None else {}
     preempted = {k: float(ran[k]) for k in ("preemptions", "preempted_seconds") if k in ran}
+    # the usage ledger: what Kueue admitted x how long the quota was held (kfp_ray/usage.py)
+    import json
+    from datetime import UTC, datetime
+
+    from kfp_ray import usage
+    from kfp_ray.kube import current_namespace
+
+    logged = (job_log.metadata or {}) if job_log is not None else {}
+    entry = usage.ledger(json.loads(admitted) if admitted else logged.get("admitted") or {}, queued=queued_seconds,
+                         starting=starting_seconds, running=job_seconds, teardown=teardown_seconds,
+                         released_at=logged.get("released_at") or "",
+                         preempted=preempted.get("preempted_seconds", 0.0),
+                         requeued=usage.requeued_seconds(logged.get("preemptions") or []), run_id=run_id,
+                         pipeline=title, namespace=namespace or current_namespace(), lifecycle=lifecycle,
+                         finished_at=datetime.now(UTC).isoformat(timespec="seconds"))
+    ledger_uri = usage.publish(entry, output_uri)
+    ledger_metrics = {**usage.ledger_metrics(entry), **preempted}  # published beside the job's own
+    print(f"[kfp-ray] usage: {entry['cpu_hours']:.4f} CPU-hours, {entry['gpu_hours']:.4f} GPU-hours, "
+          f"{entry['memory_gib_hours']:.4f} memory GiB-hours ({entry['seconds']['held']:.1f}s of quota held; "
+          f"admitted: {entry['admitted_source']})")
     # the HTML report (KFP's UI renders it): the run's facts, its tasks' real times, the phases
-    page = dict(title=title, output_uri=output_uri, namespace=namespace,
+    page = dict(usage=usage.report_rows(entry), ledger_uri=ledger_uri,title=title, output_uri=output_uri, namespace=namespace,
                 durations={"queued": queued_seconds, "starting": starting_seconds, "job": job_seconds,
                            "teardown": teardown_seconds, "lost to preemption": preempted.get("preempted_seconds", 0)},
                 cluster={k: v for k, v in (("name", cluster_name), ("shape", cluster_shape)) if v},
@@ -97,10 +125,10 @@ def publish_training_results(
         with open(model.path, "w") as fh:
             fh.write(f"No model: the job wrote no results.json. Its outputs, if any, are under {output_uri}\n")
         model.metadata.update({"s3_uri": output_uri, "results_uri": ""})
-        for name, value in {**res.numeric(printed), **preempted}.items():
+        for name, value in {**res.numeric(printed), **ledger_metrics}.items():
             metrics.log_metric(name, float(value))
         with open(report.path, "w") as fh:
-            fh.write(res.markdown_without_results(output_uri, results_uri, run_id, printed, tail))
+            fh.write(res.markdown_without_results(output_uri, results_uri, run_id, printed, tail) + usage.markdown(entry, ledger_uri))
         with open(html_report.path, "w") as fh:
             fh.write(res.run_page(None, run_id, printed=printed, log_tail=tail, **page))
         print(f"[kfp-ray] the job wrote no results.json at {results_uri}: published its printed metrics and log")
@@ -109,12 +137,12 @@ def publish_training_results(
         fh.write(res.fetch(data["model_uri"]))
     model.metadata.update({"s3_uri": data["model_uri"], "framework": data.get("framework", ""),
                            "format": data.get("model_format", ""), "results_uri": results_uri})
-    for name, value in {**res.numeric(data.get("metrics", {})), **preempted}.items():
+    for name, value in {**res.numeric(data.get("metrics", {})), **ledger_metrics}.items():
         metrics.log_metric(name, float(value))
     cm = data.get("confusion_matrix")
     if cm:
         confusion_matrix.log_confusion_matrix(cm["labels"], cm["matrix"])
     with open(report.path, "w") as fh:
-        fh.write(res.markdown(data, results_uri, run_id))
+        fh.write(res.markdown(data, results_uri, run_id) + usage.markdown(entry, ledger_uri))
     with open(html_report.path, "w") as fh:
         fh.write(res.run_page(data, run_id, **page))

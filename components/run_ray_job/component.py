@@ -158,17 +158,13 @@ def run_ray_job(
                   lease_seconds=lease_seconds, renew_every_seconds=renew_every_seconds, pip_index_url=pip_index_url,
                   pip_trusted_host=pip_trusted_host, max_preemptions=max_preemptions)
     result = ran.result
-    job_log.metadata.update({"job_id": result.job_id, "status": result.status, "rayjob": ran.rayjob, "preemptions": result.preempted_times})
+    job_log.metadata.update(ran.record())  # job id, status, preemptions; Kueue's admission, the quota's release
     for name, value in ran.metrics().items():
         metrics.log_metric(name, value)
-    gpus = f", {worker_gpus} GPU" if worker_gpus else ""
-    shape = (f"RayJob ({submission_mode}); LocalQueue {local_queue or '(the namespace default)'}; head {head_cpu} CPU, "
-             f"{head_memory}; {num_workers} worker{'s' if num_workers != 1 else ''} x ({worker_cpu} CPU, "
-             f"{worker_memory}{gpus})")
     out = namedtuple("RunRayJobOutputs", ["status", "duration_seconds", "teardown_seconds", "rayjob_name", "cluster_name",
                                           "queued_seconds", "starting_seconds", "shape"])
     return out(result.status, result.duration_seconds, result.teardown_seconds, ran.rayjob, ran.cluster_name,
-               ran.queued_seconds, ran.starting_seconds, shape)
+               ran.queued_seconds, ran.starting_seconds, ran.shape)
 
 
 _run_ray_job = run_ray_job

@@ -45,7 +45,8 @@ def interactive_train(
             namespace=cluster.outputs["namespace"], driver="code/interactive_train.py", function="train",
             kwargs=f'{{"epochs": {epochs}, "learning_rate": {learning_rate}, "num_workers": {train_workers}}}',
             data_uri=stage.outputs["data_uri"], output_uri=stage.outputs["output_uri"]), data_connection)
-        publish = publish_run(stage, cluster, driver, driver.outputs["log"], "interactive_train", data_connection)
+        publish = publish_run(stage, cluster, driver, driver.outputs["log"], "interactive_train", data_connection,
+                              admitted=cluster.outputs["admitted"])
         for task in (stage, cluster, driver, publish):
             task.set_caching_options(False)
     size_tasks()

@@ -120,6 +120,7 @@ class Provisioned:
     queued_seconds: float
     starting_seconds: float
     adopted: bool
+    admitted: dict = field(default_factory=dict)  # usage.admitted: the usage ledger's resources
 
 
 # --- preflight: API checks before anything is created ---------------------------------
@@ -420,7 +421,8 @@ def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: floa
                 renewer.hand_off()  # no task renews until the next one starts (lease.py: the hand-off)
                 url = dashboard_url(spec.name, spec.namespace)
                 log(f"RayCluster {spec.name} is ready; dashboard {url}")
-                return Provisioned(spec.name, spec.namespace, url, waited.queued_seconds, waited.starting_seconds, adopted)
+                return Provisioned(spec.name, spec.namespace, url, waited.queued_seconds, waited.starting_seconds, adopted,
+                                   waited.admitted)
             except Exception as exc:
                 if creation.sent or creation.rc:
                     log(f"provisioning failed ({type(exc).__name__}); deleting RayCluster {spec.name} so it holds no quota")

@@ -329,6 +329,7 @@ class JobResult:
     logs: str
     metrics: dict = field(default_factory=dict)
     teardown_seconds: float = 0.0  # deleting the cluster once the job was over, until it was gone
+    released_at: str = ""  # then (UTC): its quota was free (the usage ledger's end)
     preemptions: int = 0  # Kueue preemptions ridden out (preemption.py)
     preempted_seconds: float = 0.0  # what they cost: work lost and the wait for the cluster to come back
     preempted_times: list = field(default_factory=list)  # preemption.Preemptions.times

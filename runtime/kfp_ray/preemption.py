@@ -49,7 +49,7 @@ class Preemptions:
                             f"max_preemptions={self.budget}, so the run is given up. Fix: raise max_preemptions or "
                             "priority_class") from None
         self._since = self.clock()
-        self.times.append([_utc(), ""])
+        self.times.append([utc_now(), ""])
         log(f"{exc}. Preemption {self.count} of at most {self.budget} ridden out ({ran_seconds:.0f}s of the job lost): "
             f"waiting for Kueue to admit it again; {self.what}")
 
@@ -61,10 +61,10 @@ class Preemptions:
         if self._since is not None:
             self.lost_seconds += self.clock() - self._since
             self._since = None
-            self.times[-1][1] = _utc()
+            self.times[-1][1] = utc_now()
 
 
-def _utc() -> str:
+def utc_now() -> str:
     from datetime import UTC, datetime
 
     return datetime.now(UTC).isoformat(timespec="milliseconds")

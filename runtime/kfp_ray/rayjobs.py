@@ -39,11 +39,11 @@ import json
 import shlex
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import cluster, jobs, kube, lease
 from .errors import Cancelled, ClusterError, JobFailed, JobTimeout, Preempted
-from .preemption import MAX_PREEMPTIONS, Preemptions
+from .preemption import MAX_PREEMPTIONS, Preemptions, utc_now
 from .rayclusters import GROUP, RAYJOB, VERSION, age_seconds, being_deleted, get, request_delete, wait_gone
 from .readiness import PODS_EVERY, ClusterTarget, wait_ready
 from .signals import cleanup_deadline, sigterm_raises
@@ -376,6 +376,14 @@ class Ran:
     result: jobs.JobResult
     preemptions: int = 0  # ridden out
     preempted_seconds: float = 0.0  # Preemptions.lost_seconds
+    admitted: dict = field(default_factory=dict)  # readiness.admission: Kueue's record (the usage ledger's)
+    shape: str = ""  # the cluster as the run report shows it (tasks.run_job)
+
+    def record(self) -> dict:
+        """The job log artifact's metadata: the job, and the usage ledger's facts."""
+        r = self.result
+        return {"job_id": r.job_id, "status": r.status, "rayjob": self.rayjob, "preemptions": r.preempted_times,
+                "admitted": self.admitted, "released_at": r.released_at}
 
     def metrics(self) -> dict:
         """The task's metrics: the job's own (KFP_RAY_METRICS), then how it ran."""
@@ -440,13 +448,14 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
                     "admission (activeDeadlineSeconds)")
                 renewer = lease.Renewer(spec.name, spec.namespace, lease_seconds, renew_every_seconds,
                                         first_in=0.0 if adopted else renew_every_seconds, kind=RAYJOB)
-                preemptions, queued, starting, stale = Preemptions(spec.name, max_preemptions), 0.0, 0.0, ""
+                preemptions, queued, starting, stale, admitted = Preemptions(spec.name, max_preemptions), 0.0, 0.0, "", {}
                 while True:
                     waited = wait_ready(spec.name, spec.namespace, queue, admission_timeout, startup_timeout,
                                         queue_note="" if spec.local_queue else ", chosen because local_queue was empty",
                                         heartbeat=renewer, target=RayJobTarget(spec.name, spec.namespace, stale),
                                         **({} if image_pull_grace is None else {"image_pull_grace": image_pull_grace}))
                     queued, starting = queued + waited.queued_seconds, starting + waited.starting_seconds
+                    admitted = admitted or waited.admitted  # the first admission: the ledger's start
                     preemptions.running_again()
                     rj = creation.rc = get(spec.name, spec.namespace, kind=RAYJOB) or rj
                     cluster_name = status(rj).get("rayClusterName") or ""
@@ -472,9 +481,10 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
                         preemptions.preempted(exc, time.monotonic() - followed)
                         stale = cluster_name
                 result.teardown_seconds = _delete_after_success(spec, creation)
+                result.released_at = utc_now()
                 result.preempted_times = preemptions.times
                 return Ran(spec.name, spec.namespace, cluster_name, round(queued, 2), round(starting, 2), result,
-                           preemptions.count, round(preemptions.lost_seconds, 1))
+                           preemptions.count, round(preemptions.lost_seconds, 1), admitted)
             except Exception as exc:
                 if creation.sent or creation.rc:
                     log(f"{type(exc).__name__}: deleting RayJob {spec.name} (and its cluster) so it holds no quota")

@@ -141,6 +141,21 @@ class Waited:
     queued_seconds: float
     starting_seconds: float
     evictions: int
+    admitted: dict  # Kueue's record of its admission (admission()): the usage ledger's resources
+
+
+def admission(wl: dict | None, rc: dict | None) -> dict:
+    """Kueue's record of the admission, which usage.admitted sums: the Workload's name and
+    status; where it is not readable, the pod sets (replicas, requests) of the RayCluster or
+    RayJob it was made from. The
+    caller adds `seen`, when this wait saw the admission (epoch seconds)."""
+    if wl and wl.get("status"):
+        return {"name": wl["metadata"]["name"], **wl["status"]}
+    spec = (rc or {}).get("spec") or {}
+    spec = spec.get("rayClusterSpec") or spec  # a RayJob's Workload is made from its cluster spec
+    groups = [spec.get("headGroupSpec") or {}, *(spec.get("workerGroupSpecs") or [])]
+    return {"cluster": [[g.get("replicas", 1), [(c.get("resources") or {}).get("requests") or {}
+                                               for c in g["template"]["spec"]["containers"]]] for g in groups if g]}
 
 
 class _Wait:
@@ -201,7 +216,9 @@ class _Wait:
                     self.last_progress = -PROGRESS_EVERY
                     self.reason_read = -REASON_EVERY
             if self.phase == "starting" and self.started(rc, now):
-                return Waited(round(self.spent["queued"], 2), round(self.spent["starting"], 2), self.admissions.evictions)
+                return Waited(round(self.spent["queued"], 2), round(self.spent["starting"], 2), self.admissions.evictions,
+                              admission(self.kueue.workload(rc), rc)
+                              | {"seen": time.time() - self.spent["starting"]})
             if self.phase == "queued":
                 self.queued(rc, now)
             left = self.budget[self.phase] - self.spent[self.phase]

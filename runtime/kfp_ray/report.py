@@ -70,6 +70,7 @@ class RunReport:
     run: dict = field(default_factory=dict)  # the run's parameters, image, Ray version...
     run_url: str = ""  # the run in the KFP UI
     cluster: dict = field(default_factory=dict)  # name, shape...
+    usage: dict = field(default_factory=dict)  # the usage ledger's lines (usage.report_rows): what the run cost
     locations: dict = field(default_factory=dict)  # model, checkpoints, results, job log -> s3://
     links: dict = field(default_factory=dict)  # a location's name -> its page in an S3 console
     log_tail: str = ""
@@ -385,6 +386,8 @@ def render(r: RunReport) -> str:
                    f'{_table(r.best_config, ("parameter", "value"))}</section>')
     if r.cluster:
         out.append(f'<h2>Cluster</h2><section id="cluster" aria-label="cluster">{_table(r.cluster)}</section>')
+    if r.usage:
+        out.append(f'<h2>Usage</h2><section id="usage" aria-label="usage">{_table(r.usage, ("what", "amount"))}</section>')
     where = {k: v for k, v in r.locations.items() if v}
     if where:
         rows = "".join(f'<tr><th scope="row">{_e(k)}</th><td><code>{_e(v)}</code>'

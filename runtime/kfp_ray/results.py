@@ -151,7 +151,8 @@ def preemption_phases(times: list, started_at) -> list:
 
 def run_page(results: dict | None, run_id: str, *, title: str, output_uri: str, durations: dict, cluster: dict,
              run: dict, parameters: str = "", job_log_uri: str = "", printed: dict | None = None,
-             log_tail: str = "", namespace: str = "", preempted: list | None = None) -> str:
+             log_tail: str = "", namespace: str = "", preempted: list | None = None, usage: dict | None = None,
+             ledger_uri: str = "") -> str:
     """publish_training_results' HTML page: results.json (or what the job printed) with the
     run's parameters, image and Ray version, its tasks at their real times (runinfo.py), the
     phases' lengths, and where things are, linked to the KFP run and the S3 console where
@@ -176,9 +177,11 @@ def run_page(results: dict | None, run_id: str, *, title: str, output_uri: str, 
     where = {"results": results_uri(output_uri)} if results is not None else {"output": output_uri.rstrip("/") + "/"}
     if job_log_uri:
         where["job log"] = job_log_uri
+    if ledger_uri:
+        where["usage ledger"] = ledger_uri
     report = run_report(results, run_id, title, phases, cluster, where, printed=printed, log_tail=log_tail,
                         run=facts, durations={k: v for k, v in durations.items() if v and v > 0},
-                        started_at=started_at, run_url=runinfo.kfp_run_url(run_id, namespace),
+                        started_at=started_at, run_url=runinfo.kfp_run_url(run_id, namespace), usage=dict(usage or {}),
                         timeline_note=f"No timeline: {why_not}. The phases' lengths are below." if why_not else "")
     # console links for the data connection's own bucket only (the job log may be in the
     # pipeline root's store, another endpoint)

@@ -192,6 +192,7 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
                 raise
             if deleting:
                 result.teardown_seconds = _delete_cluster_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)
+                result.released_at = preemption.utc_now()
             return result
         except Cancelled as exc:
             _cancel_follow(follower, cluster_name if deleting else "", ns, exc)
@@ -476,6 +477,10 @@ def run_job(run_id: str, entrypoint: str, task_name: str = "", task_id: str = ""
                       submission_mode, admission_timeout, startup_timeout, job_timeout, ttl_seconds_after_finished,
                       derived, lease_seconds, renew_every_seconds, max_poll_seconds, outage_tolerance_seconds,
                       image_pull_grace, log_path or None, max_preemptions)
+    gpus = f", {worker_gpus} GPU" if worker_gpus else ""
+    ran.shape = (f"RayJob ({submission_mode}); LocalQueue {local_queue or '(the namespace default)'}; head {head_cpu} CPU, "
+                 f"{head_memory}; {num_workers} worker{'s' if num_workers != 1 else ''} x ({worker_cpu} CPU, "
+                 f"{worker_memory}{gpus})")
     return ran
 
 

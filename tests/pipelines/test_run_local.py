@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipelines.cli_runs import ROOT, run_cli, summary_metrics
+from tests.pipelines.cli_runs import ROOT, assert_usage_ledger, run_cli, summary_metrics
 
 pytestmark = pytest.mark.ray
 
@@ -66,3 +66,6 @@ def test_generic_ray_training_through_the_cli(tmp_path):
     assert [a["displayName"] for a in matrix["annotationSpecs"]] == ["malignant", "benign"]
     model = next(outputs.glob("**/publish-training-results/*/model"))
     assert json.loads(model.read_text())  # the model itself, copied into the artifact
+    # the usage ledger: a head-only cluster of 3 CPU and 2 GiB (pipeline-runner reads no Workload: the
+    # RayCluster's requests stand in, as the report says)
+    assert_usage_ledger(out, outputs, cpu=3, memory_gib=2)

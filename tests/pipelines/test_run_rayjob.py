@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from tests.pipelines.cli_runs import run_cli, summary_metrics
+from tests.pipelines.cli_runs import assert_usage_ledger, run_cli, summary_metrics
 
 pytestmark = pytest.mark.ray
 
@@ -41,3 +41,4 @@ def test_xgboost_tune_as_a_rayjob(tmp_path):
     html = next((tmp_path / "out").glob("**/publish-training-results/*/html_report")).read_text()
     assert all(f'<th scope="row">{p}</th>' in html for p in ("queued", "starting", "job", "teardown"))
     assert "RayJob (K8sJobMode)" in html
+    assert_usage_ledger(out, tmp_path / "out", cpu=2, memory_gib=2)  # xgboost_tune head_memory default 2Gi

@@ -3,6 +3,8 @@ deleted cluster's Workload holding its quota until Kueue drops the finalizer (no
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from kubernetes import client as k8s
 from kubernetes import watch
@@ -102,3 +104,14 @@ def test_deleted_cluster_holds_its_quota_until_kueue_drops_the_workload_finalize
     admitted_b = seen.index(next(s for s in seen if s[1] == b and s[4] == "True"))
     assert seen[dropped][4] == "True"  # still admitted, still holding its quota
     assert dropped < gone < admitted_b  # the quota came free only when the Workload was gone
+
+
+def test_provision_keeps_kueues_record_of_the_admission_for_the_usage_ledger(ray_cluster):
+    """As admin (who may read Workloads, as pipeline-runner may with deploy/rbac-kfp-ray.yaml):
+    the ledger's resources are the Workload's admitted resourceUsage, its start Kueue's Admitted time."""
+    from kfp_ray import usage
+
+    got = usage.admitted(ray_cluster.admitted)
+    assert got["source"].startswith("Kueue Workload raycluster-shared-ray-")
+    assert got["resources"] == {"cpu": 2.0, "memory": 2 * 2**30, "pods": 1.0}  # the fixture's head; pods: the queue counts them
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", got["admitted_at"])
