@@ -95,6 +95,7 @@ MEASURED_S = {
     "components/submit_ray_job/tests/test_submit.py": 55,
     "components/follow_ray_job/tests/test_submit_and_follow.py": 30,
     "components/follow_ray_job/tests/test_preemption.py": 55,
+    "components/follow_ray_job/tests/test_durable_log.py": 40,
     "tests/contract/test_kubectl_streams.py": 53,
     "tests/reliability/test_benchmark_owners.py": 45,
     "tests/contract/test_kubectl.py": 43,

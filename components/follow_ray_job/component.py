@@ -102,6 +102,7 @@ def follow_ray_job(
     from collections import namedtuple
 
     import kfp_ray
+    from kfp_ray.jobs import LogShipper, log_uri
     from kfp_ray.tasks import follow
 
     submission = None
@@ -111,12 +112,14 @@ def follow_ray_job(
         submission = dict(entrypoint=entrypoint, run_id=run_id, task=task_name, working_dir=working_dir,
                           embedded_root=root, pip=pip, env_vars=env_vars, metadata=metadata,
                           requirements_file=requirements_file if install_requirements else "")
+    # the job log, copied to $KFP_RAY_OUTPUT/logs/job.log (a job this task submits) as it grows
+    shipper = LogShipper(job_log.path, log_uri(env_vars) if entrypoint else "")
     result = follow(dashboard_url=dashboard_url, job_id=job_id, log_path=job_log.path, cluster_name=cluster_name,
                     namespace=namespace, timeout=timeout, delete_cluster=delete_cluster,
                     max_poll_seconds=max_poll_seconds, outage_tolerance_seconds=outage_tolerance_seconds,
                     lease_seconds=lease_seconds, renew_every_seconds=renew_every_seconds, submission=submission,
                     max_preemptions=max_preemptions, admission_timeout=admission_timeout,
-                    startup_timeout=startup_timeout)
+                    startup_timeout=startup_timeout, shipper=shipper)
     job_log.metadata.update({"job_id": result.job_id, "status": result.status, "preemptions": result.preempted_times,
                              "released_at": result.released_at})  # the quota free: the usage ledger's end
     for name, value in sorted(result.metrics.items()):

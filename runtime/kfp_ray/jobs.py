@@ -335,6 +335,53 @@ class JobResult:
     preempted_times: list = field(default_factory=list)  # preemption.Preemptions.times
 
 
+# The job log is copied to S3 this often while the job runs (and at the end), in parts of at most
+# PART_BYTES: a cluster or task that dies loses at most the last interval's lines there.
+SHIP_EVERY = 30.0
+PART_BYTES = 8 << 20
+
+
+def log_uri(env_vars: dict | None) -> str:
+    """Where a run's job log is kept in S3: $KFP_RAY_OUTPUT/logs/job.log ("" without an output)."""
+    out = (env_vars or {}).get("KFP_RAY_OUTPUT") or ""
+    return out.rstrip("/") + "/logs/job.log" if out.startswith("s3://") else ""
+
+
+class LogShipper:
+    """Copies the job log (log_path: redacted, as Follower writes it) to S3 as it grows: at each
+    ship() (Follower's, every `every` seconds and when it closes), what it gained since the last
+    copy goes up as the next part, <uri>.d/<this task's start>-<n> (a retried task's parts
+    sort after its first attempt's); ship(whole=True) also writes the whole log as <uri>. A
+    failed copy is logged and tried again at the next ship(); S3 never fails the job."""
+
+    def __init__(self, log_path: str, uri: str, every: float = SHIP_EVERY, clock=time.monotonic):
+        self.path, self.uri, self.every, self.clock = log_path, uri, every, clock
+        self.sent = self.parts = 0
+        self.due = clock() + every
+        self.stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+
+    def ship(self, whole: bool = False) -> None:
+        self.due = self.clock() + self.every
+        if not self.uri:
+            return
+        from . import s3
+
+        try:
+            bucket, key = s3.split(self.uri)
+            put = s3.client().put_object
+            with open(self.path, "rb") as fh:
+                fh.seek(self.sent)
+                while data := fh.read(PART_BYTES):
+                    self.parts += 1
+                    part = f"{key}.d/{self.stamp}-{self.parts:05d}"
+                    retry(lambda d=data, k=part: put(Bucket=bucket, Key=k, Body=d), "copy the job log", attempts=3)
+                    self.sent += len(data)
+                if whole:
+                    retry(lambda: fh.seek(0) or put(Bucket=bucket, Key=key, Body=fh), "copy the job log", attempts=3)
+        except Exception as exc:  # noqa: BLE001 - the log stays in the task; the job goes on
+            log(f"could not copy the job log to {self.uri} ({first_line(exc)}); trying again later")
+
+
 class Follower:
     """Follows one job to a terminal state, streaming its log (logtail.py: each poll reads only
     what is new), and rides out an unreachable dashboard: a failed status poll (refused, timed
@@ -347,12 +394,14 @@ class Follower:
     (redacted; with a `heading`, that line first, after what the file already has: a
     preempted run's log); `logs`
     then keeps only the last TAIL_CHARS of it, so memory does not grow with the log. Without
-    `log_path`, `logs` is the whole log."""
+    `log_path`, `logs` is the whole log. With a `shipper` (LogShipper), the file is copied to
+    S3 as it grows."""
 
     def __init__(self, dashboard_url: str, job_id: str, timeout: float, max_poll: float = MAX_POLL, echo=echo,
                  stop_grace: float = 60.0, outage_tolerance: float = OUTAGE_TOLERANCE,
                  heartbeat: Callable[[], None] | None = None, request_timeout=TIMEOUTS,
-                 clock=time.monotonic, sleep=time.sleep, log_path: str | None = None, heading: str = ""):
+                 clock=time.monotonic, sleep=time.sleep, log_path: str | None = None, heading: str = "",
+                 shipper=None):  # a LogShipper (unannotated: run_ray_job carries none, components/_slim.py)
         import codecs
 
         from .logtail import LogTail
@@ -375,7 +424,7 @@ class Follower:
                              "outage_tolerance_seconds if such outages are expected")
         self.tail = LogTail(self.url, job_id, timeout=tuple(request_timeout) if isinstance(request_timeout, tuple)
                             else (request_timeout, request_timeout), clock=clock)
-        self.log_path = log_path
+        self.log_path, self.shipper = log_path, shipper
         self._log_file = None
         if log_path:
             try:
@@ -479,11 +528,13 @@ class Follower:
             self._emit(text[self.log_chars:])
 
     def close(self) -> None:
-        """Close the log stream and the log file (flushed)."""
+        """Close the log stream and the log file (flushed), and copy what is new to S3."""
         self.tail.close()
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
+            if self.shipper:
+                self.shipper.ship()
 
     # --- reading -------------------------------------------------------------------
     def _poll(self) -> dict | None:
@@ -546,6 +597,8 @@ class Follower:
         last_status = None
         while True:
             beat(self.heartbeat)
+            if self.shipper and self.clock() >= self.shipper.due:
+                self.shipper.ship()
             info = self._poll()
             if info is not None:
                 self.info = info

@@ -24,6 +24,16 @@ def results_uri(output_uri: str) -> str:
     return output_uri.rstrip("/") + "/results.json"
 
 
+def stored(uri: str) -> bool:
+    """Whether the object is there (a HEAD request; any failure reads as no)."""
+    try:
+        bucket, key = s3.split(uri)
+        retry(lambda: s3.client().head_object(Bucket=bucket, Key=key), f"look for {uri}")
+        return True
+    except Exception:  # noqa: BLE001 - only a link in the report hangs on it
+        return False
+
+
 def load(results_uri: str) -> dict | None:
     """The job's results.json, or None if it wrote none (a user's script owes kfp-ray nothing)."""
     try:
@@ -179,6 +189,9 @@ def run_page(results: dict | None, run_id: str, *, title: str, output_uri: str, 
         where["job log"] = job_log_uri
     if ledger_uri:
         where["usage ledger"] = ledger_uri
+    copied = output_uri.rstrip("/") + "/logs/job.log"  # follow_ray_job's copy (jobs.LogShipper), kept with the run
+    if stored(copied):
+        where["job log in S3"] = copied
     report = run_report(results, run_id, title, phases, cluster, where, printed=printed, log_tail=log_tail,
                         run=facts, durations={k: v for k, v in durations.items() if v and v > 0},
                         started_at=started_at, run_url=runinfo.kfp_run_url(run_id, namespace), usage=dict(usage or {}),

@@ -93,8 +93,9 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
            outage_tolerance_seconds: float = jobs.OUTAGE_TOLERANCE, heartbeat: Callable[[], None] | None = None,
            lease_seconds: float = lease.DEFAULT_LEASE_S, renew_every_seconds: float = lease.DEFAULT_RENEW_S,
            submission: dict | None = None, max_preemptions: int = preemption.MAX_PREEMPTIONS,
-           admission_timeout: float = 600, startup_timeout: float = 900):
-    """Follow the job; write its log (as read so far) to log_path whatever happens.
+           admission_timeout: float = 600, startup_timeout: float = 900, shipper=None):  # jobs.LogShipper
+    """Follow the job; write its log (as read so far) to log_path whatever happens, and with a
+    `shipper` (jobs.LogShipper of log_path) copy it to S3 as it grows and, whole, at the end.
 
     With `submission` (jobs.submit's arguments after the dashboard URL) instead of a job_id,
     the job is submitted first, as submit_ray_job would, under the same cancellation, lease
@@ -150,7 +151,8 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
         # The log streams into log_path as it is read (redacted), whatever happens; after a
         # preemption, appended below a heading.
         options = dict(max_poll=max_poll_seconds, outage_tolerance=outage_tolerance_seconds,
-                       heartbeat=combine(renewer, heartbeat), log_path=log_path, heading=preemptions.heading())
+                       heartbeat=combine(renewer, heartbeat), log_path=log_path, heading=preemptions.heading(),
+                       shipper=shipper)
         if not cluster_name:
             return jobs.Follower(dashboard_url, job_id, timeout, **options)
         return preemption.ClusterFollower(dashboard_url, job_id, timeout, cluster_name, _namespace(namespace), **options)
@@ -197,6 +199,9 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
         except Cancelled as exc:
             _cancel_follow(follower, cluster_name if deleting else "", ns, exc)
             raise
+        finally:
+            if shipper:
+                shipper.ship(whole=True)  # the whole log beside its parts
 
 
 def _readmitted(name: str, namespace: str, mark: str, admission_timeout: float, startup_timeout: float,

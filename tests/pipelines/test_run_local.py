@@ -69,3 +69,6 @@ def test_generic_ray_training_through_the_cli(tmp_path):
     # the usage ledger: a head-only cluster of 3 CPU and 2 GiB (pipeline-runner reads no Workload: the
     # RayCluster's requests stand in, as the report says)
     assert_usage_ledger(out, outputs, cpu=3, memory_gib=2)
+    # the job log, copied to S3 while the job ran (follow_ray_job), linked from the report
+    html = next(outputs.glob("**/publish-training-results/*/html_report")).read_text()
+    assert re.search(r"job log in S3</th><td><code>s3://kfp-ray/runs/\S+/logs/job.log</code>", html)
