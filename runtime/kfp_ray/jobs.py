@@ -352,7 +352,8 @@ class LogShipper:
     ship() (Follower's, every `every` seconds and when it closes), what it gained since the last
     copy goes up as the next part, <uri>.d/<this task's start>-<n> (a retried task's parts
     sort after its first attempt's); ship(whole=True) also writes the whole log as <uri>. A
-    failed copy is logged and tried again at the next ship(); S3 never fails the job."""
+    failed copy is logged and tried again at the next ship(); S3 never fails the job, nor holds
+    the follow loop (which renews the lease) for more than two tries of 10 s."""
 
     def __init__(self, log_path: str, uri: str, every: float = SHIP_EVERY, clock=time.monotonic):
         self.path, self.uri, self.every, self.clock = log_path, uri, every, clock
@@ -368,16 +369,17 @@ class LogShipper:
 
         try:
             bucket, key = s3.split(self.uri)
-            put = s3.client().put_object
+            put = s3.client(timeout=10, attempts=2).put_object  # bounded: the follow loop waits on it
             with open(self.path, "rb") as fh:
                 fh.seek(self.sent)
                 while data := fh.read(PART_BYTES):
                     self.parts += 1
                     part = f"{key}.d/{self.stamp}-{self.parts:05d}"
-                    retry(lambda d=data, k=part: put(Bucket=bucket, Key=k, Body=d), "copy the job log", attempts=3)
+                    put(Bucket=bucket, Key=part, Body=data)
                     self.sent += len(data)
                 if whole:
-                    retry(lambda: fh.seek(0) or put(Bucket=bucket, Key=key, Body=fh), "copy the job log", attempts=3)
+                    fh.seek(0)
+                    put(Bucket=bucket, Key=key, Body=fh)
         except Exception as exc:  # noqa: BLE001 - the log stays in the task; the job goes on
             log(f"could not copy the job log to {self.uri} ({first_line(exc)}); trying again later")
 

@@ -20,7 +20,9 @@ def connection_env(env=os.environ) -> dict[str, str]:
     return {k: env[k] for k in KEYS if env.get(k)}
 
 
-def client(env=os.environ):
+def client(env=os.environ, timeout: float = 60, attempts: int = 5):
+    """A boto3 S3 client of the data connection: `timeout` per connect and read, `attempts`
+    per request (botocore's standard retries)."""
     missing = [k for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT") if not env.get(k)]
     if missing:
         raise InputError("data_connection", f"the task has no {', '.join(missing)} in its environment",
@@ -33,7 +35,8 @@ def client(env=os.environ):
         endpoint = "https://" + endpoint
     return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
                         aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name=env.get("AWS_DEFAULT_REGION") or "us-east-1",
-                        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 5, "mode": "standard"}))
+                        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": attempts, "mode": "standard"},
+                                      connect_timeout=timeout, read_timeout=timeout))
 
 
 def check_bucket(s3, bucket: str) -> None:
