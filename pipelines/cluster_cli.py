@@ -230,15 +230,41 @@ def cmd_list(args) -> int:
     if not items:
         print(f"no RayClusters in {ns}")
         return 0
-    table = [["NAME", "STATE", "KFP-RAY RUN", "AGE", "LEASE", "RESOURCES"]]
+    workloads = _workloads(ns) if any(rc["spec"].get("suspend") for rc in items) else []
+    table = [["NAME", "STATE", "QUEUE", "KFP-RAY RUN", "AGE", "LEASE", "RESOURCES"]]
     for rc in sorted(items, key=lambda r: r["metadata"]["name"]):
         ours = lease.managed(rc)
         entry = lease.judge(rc)
-        table.append([rc["metadata"]["name"], state_of(rc), entry.run_id if ours else "- (not kfp-ray's)",
+        table.append([rc["metadata"]["name"], state_of(rc), queue_column(rc, workloads),
+                      entry.run_id if ours else "- (not kfp-ray's)",
                       lease.duration(rayclusters.age_seconds(rc)), lease.describe_lease(entry.lease) if ours else "-",
                       lease.held(rc).describe()])
     print("\n".join(lease.align(table)))
+    if workloads is None:
+        print("(QUEUE: positions need permission to list Kueue Workloads here: deploy/rbac-kfp-ray.yaml, part 1)")
     return 0
+
+
+def _workloads(ns: str) -> list[dict] | None:
+    """The namespace's Kueue Workloads, or None where they may not be listed."""
+    from kfp_ray import kube
+    from kfp_ray.queues import KUEUE
+
+    try:
+        return kube.custom().list_namespaced_custom_object(*KUEUE, ns, "workloads", _request_timeout=30)["items"]
+    except Exception:  # noqa: BLE001 - the column says it cannot tell
+        return None
+
+
+def queue_column(rc: dict, workloads: list[dict] | None) -> str:
+    """A waiting cluster's place in its LocalQueue (position 0: next in line, as Kueue counts)."""
+    from kfp_ray.queue_position import position
+
+    queue = (rc["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name", "")
+    if not rc["spec"].get("suspend") or not queue:
+        return queue or "-"
+    got = position(workloads or [], rc["metadata"]["uid"], queue) if workloads is not None else None
+    return f"{queue}: position {got[0]} of {got[1]}" if got else f"{queue}: waiting"
 
 
 def cmd_down(args) -> int:

@@ -129,6 +129,7 @@ class Doctor:
         yield route
         yield self.pipelines_api(route)
         yield self.runner_access()
+        yield self.kueue_insight()
 
     # --- Kubernetes --------------------------------------------------------------------
     def kubernetes(self) -> Check:
@@ -434,6 +435,24 @@ class Doctor:
             return Check(name, "FAIL", f"pipeline-runner-{dspa} may not {', '.join(denied)}",
                          f"bind a Role granting them to {sa} (DSPO's pipeline-runner role has them)")
         return Check(name, "PASS", f"pipeline-runner-{dspa} may do all {len(PIPELINE_RUNNER_NEEDS)} things kfp-ray's tasks do")
+
+
+    def kueue_insight(self) -> Check:
+        """What runs show of Kueue: with Workloads readable, the queue position, Kueue's reasons
+        and the usage ledger's admitted resources; without, less (never a failure)."""
+        name = "queue position and usage"
+        if self.api is None:
+            return self._skipped(name)
+        may = self._runner_may("kueue.x-k8s.io", "workloads", "list")
+        if may is None:
+            return Check(name, "SKIP", "could not ask whether pipeline-runner may list Kueue Workloads")
+        if may:
+            return Check(name, "PASS", "pipeline-runner may list Kueue Workloads: runs show their place in the queue and "
+                                       "Kueue's reasons, and count usage from what Kueue admitted")
+        return Check(name, "WARN", "pipeline-runner may not list Kueue Workloads: a queued run shows no position in its "
+                                   "LocalQueue nor Kueue's reason, and its usage ledger counts the cluster's requests "
+                                   "instead of what Kueue admitted",
+                     "apply part 1 of deploy/rbac-kfp-ray.yaml (PROJECT and DSPA replaced)")
 
 
 def _dspa_names(api, ns: str) -> list[str]:

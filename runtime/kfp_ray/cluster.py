@@ -399,6 +399,7 @@ def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: floa
     c.done()
     check_namespace(spec)
     check_data_connection(spec)
+    from .queue_position import QueuePosition
     from .queues import read_once
 
     with read_once():
@@ -416,7 +417,7 @@ def provision(spec: ClusterSpec, admission_timeout: float, startup_timeout: floa
                                         first_in=0.0 if adopted else renew_every_seconds)
                 waited = wait_ready(spec.name, spec.namespace, queue, admission_timeout, startup_timeout,
                                     queue_note="" if spec.local_queue else ", chosen because local_queue was empty",
-                                    heartbeat=combine(renewer, heartbeat),
+                                    heartbeat=combine(renewer, heartbeat), position=QueuePosition(queue, spec.namespace),
                                     **({} if image_pull_grace is None else {"image_pull_grace": image_pull_grace}))
                 renewer.hand_off()  # no task renews until the next one starts (lease.py: the hand-off)
                 url = dashboard_url(spec.name, spec.namespace)

@@ -160,8 +160,8 @@ def admission(wl: dict | None, rc: dict | None) -> dict:
 
 class _Wait:
     def __init__(self, name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep,
-                 heartbeat=None, image_pull_grace=IMAGE_PULL_GRACE, target=None):
-        self.heartbeat = heartbeat
+                 heartbeat=None, image_pull_grace=IMAGE_PULL_GRACE, target=None, position=None):
+        self.heartbeat, self.position = heartbeat, position
         self.target = target or ClusterTarget(name, namespace)
         self.kind = self.target.kind
         self.cluster_name = name
@@ -247,6 +247,7 @@ class _Wait:
 
     # --- phases --------------------------------------------------------------------
     def queued(self, rc: dict, now: float) -> None:
+        where = self.position(rc) if self.position else ""  # queue_position: it says a move itself, at once
         if now - self.last_progress < PROGRESS_EVERY:
             return
         self.last_progress = now
@@ -259,7 +260,8 @@ class _Wait:
                           f"({ev.reason}: {ev.message}): it will not be admitted again. {PODS_READY_CAUSE}. "
                           f"Fix: {PODS_READY_FIX}")
         log(f"queued: waiting for Kueue admission in LocalQueue {self.queue} ({self.spent['queued']:.0f}s)"
-            + (f" - {self.why}" if self.why else "") + ("" if self.kueue.readable else self.blind()))
+            + (f" - {where}" if where else "") + (f" - {self.why}" if self.why else "")
+            + ("" if self.kueue.readable else self.blind()))
 
     def blind(self) -> str:
         """Said on each queued line while Kueue is unreadable (RHOAI's pipeline-runner): the
@@ -374,13 +376,14 @@ class _Wait:
 def wait_ready(name: str, namespace: str, queue: str, admission_timeout: float, startup_timeout: float,
                queue_note: str = "", clock=time.monotonic, sleep=time.sleep,
                heartbeat: Callable[[], None] | None = None, image_pull_grace: float = IMAGE_PULL_GRACE,
-               target: ClusterTarget | None = None) -> Waited:
+               target: ClusterTarget | None = None, position=None) -> Waited:
     """Wait until the RayCluster is ready. admission_timeout bounds the time spent queued,
     startup_timeout the time spent starting, each summed over evictions; the second
     eviction fails, and so do pods that cannot start (diagnose.PodTrouble: at once, or once
     an image pull failure or a crash loop persists). Raises AdmissionTimeout,
     StartupTimeout, Evicted, PodsFailing. heartbeat (e.g. a lease renewal) is called once
     per poll; its failures are logged. `target`: what to read (default: the RayCluster
-    `name`; rayjobs.RayJobTarget for a RayJob)."""
+    `name`; rayjobs.RayJobTarget for a RayJob). `position`: a queue_position.QueuePosition,
+    called each queued poll, whose phrase each queued line carries."""
     return _Wait(name, namespace, queue, admission_timeout, startup_timeout, queue_note, clock, sleep, heartbeat,
-                 image_pull_grace, target).run()
+                 image_pull_grace, target, position).run()

@@ -59,6 +59,9 @@ def test_a_queued_cluster_says_why_and_an_interrupted_up_deletes_it(box, sbx):
         status = eventually(lambda: (r := cli(box, "status", "demo0-queued")).stdout.startswith("demo0-queued: queued")
                             and r.stdout, 120, 0.5, what="the cluster to be queued")
         assert "ClusterQueue" in status  # Kueue's reason and the queue's usage
+        # its place in the LocalQueue, as Kueue orders it (the Workloads are readable as this user)
+        row = next(li for li in cli(box, "list").stdout.splitlines() if li.startswith("demo0-queued "))
+        assert f"{box.info['local_queue']}: position 0 of " in row, row
     finally:
         up.send_signal(signal.SIGTERM)  # Ctrl-C / a cancelled notebook cell: nothing is left behind
         out, _ = up.communicate(timeout=120)

@@ -173,6 +173,7 @@ def test_queue_wait_is_reported_then_admitted_when_quota_frees_and_a_retry_adopt
     assert result["status"] == "SUCCESS", log
     assert "queued: waiting for Kueue admission in LocalQueue local-queue-test" in log
     assert "this service account may not read Kueue objects" in log  # pipeline-runner sees only the suspension
+    assert "position" not in log  # no Workloads to order: no place in the queue is claimed
     out = result["tasks"]["provision-ray-cluster"]["parameterValues"]
     assert out["cluster_name"] == "waiter" and out["queued_seconds"] > 0 and out["dashboard_url"].startswith("http://127.")
     rc = rayclusters(sbx)["waiter"]
