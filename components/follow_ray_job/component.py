@@ -54,6 +54,9 @@ def follow_ray_job(
     kfp_ray_gc sweeper leaves the cluster alone; if this task is killed, the lease runs out
     and the sweeper frees the cluster.
 
+    Given the entrypoint, it also copies the job log to $KFP_RAY_OUTPUT/logs/job.log in S3
+    (from env_vars; a part every 30 s, the whole log at the end), so it outlives the cluster.
+
     Metrics: the job reports them by printing lines `KFP_RAY_METRICS {"name": number, ...}`;
     the last value of each name becomes a KFP metric.
 
