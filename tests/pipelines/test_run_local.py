@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.opt_in import full_only
 from tests.pipelines.cli_runs import ROOT, assert_usage_ledger, run_cli, summary_metrics
 
 pytestmark = pytest.mark.ray
 
 
+@full_only("test_generic_ray_training_through_the_cli (the same xgboost job through train_on_ray's RayCluster branch on "
+           "3.3: the default LocalQueue, live progress, the reports), test_run_rayjob (xgboost_tune's compiled YAML)")
 def test_xgboost_tune_through_the_cli(tmp_path):
     """On RHOAI 3.3. (2.25 through the CLI, each with the `compile --rhoai 2.25` YAML: xgboost_tune
     in test_run_rayjob, ray_training in test_job_contract, interactive_train in its own test.)"""
@@ -72,3 +75,19 @@ def test_generic_ray_training_through_the_cli(tmp_path):
     # the job log, copied to S3 while the job ran (follow_ray_job), linked from the report
     html = next(outputs.glob("**/publish-training-results/*/html_report")).read_text()
     assert re.search(r"job log in S3</th><td><code>s3://kfp-ray/runs/\S+/logs/job.log</code>", html)
+    # local_queue left empty: the CLI passes the project's default LocalQueue (the seed layout has no `default`)
+    assert "==> local_queue=local-queue-test: the default LocalQueue of sandbox (annotated" in out
+    assert "queued: waiting" in out or "admitted by Kueue" in out  # live progress: queue, start, job logs
+    assert "best trial" in out and "ray_training: SUCCEEDED" in out and "platform: rhoai-3.3 " in out
+    assert "strip-optional" not in out  # 3.x takes the YAML as compiled
+    assert re.search(r"in S3 under s3://kfp-ray/runs/\S+: \d+ objects, [1-9]\d* checkpoint files, model yes", out)
+    report = Path(next(li for li in out.splitlines() if li.startswith("report: ")).split(": ", 1)[1]).read_text()
+    assert "Confusion matrix" in report and "Best trial" in report and "trials.csv" in report
+    # the HTML report the UI renders (drawn and checked in Chromium by tests/report)
+    assert all(f'<th scope="row">{p}</th>' in html for p in ("queued", "starting", "job", "teardown"))
+    assert "best trial" in html and html.count('class="cell"') == 4 and "LocalQueue local-queue-test" in html
+    # the tasks at their real times (the run's task pods), the job log's location, the image and Ray version
+    assert all(f'class="phase" data-phase="{t}"' in html for t in ("provision-ray-cluster", "follow-ray-job"))
+    assert re.search(r"<th scope=\"row\">job log</th><td><code>[^<]*job_log</code>", html)
+    assert re.search(r"<th scope=\"row\">Ray version</th><td>2\.\d+\.\d+</td>", html)
+    assert '<th scope="row">num_workers</th>' in html and '<th scope="row">dataset</th><td>breast_cancer</td>' in html
