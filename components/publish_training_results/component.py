@@ -91,20 +91,25 @@ def publish_training_results(
     from kfp_ray.kube import current_namespace
 
     logged = (job_log.metadata or {}) if job_log is not None else {}
-    entry = usage.ledger(json.loads(admitted) if admitted else logged.get("admitted") or {}, queued=queued_seconds,
-                         starting=starting_seconds, running=job_seconds, teardown=teardown_seconds,
-                         released_at=logged.get("released_at") or "",
-                         preempted=preempted.get("preempted_seconds", 0.0),
-                         requeued=usage.requeued_seconds(logged.get("preemptions") or []), run_id=run_id,
-                         pipeline=title, namespace=namespace or current_namespace(), lifecycle=lifecycle,
-                         finished_at=datetime.now(UTC).isoformat(timespec="seconds"))
-    ledger_uri = usage.publish(entry, output_uri)
-    ledger_metrics = {**usage.ledger_metrics(entry), **preempted}  # published beside the job's own
-    print(f"[kfp-ray] usage: {entry['cpu_hours']:.4f} CPU-hours, {entry['gpu_hours']:.4f} GPU-hours, "
-          f"{entry['memory_gib_hours']:.4f} memory GiB-hours ({entry['seconds']['held']:.1f}s of quota held; "
-          f"admitted: {entry['admitted_source']})")
+    try:  # bookkeeping: a ledger that cannot be made is said, and the results are still published
+        entry = usage.ledger(json.loads(admitted) if admitted else logged.get("admitted") or {}, queued=queued_seconds,
+                             starting=starting_seconds, running=job_seconds, teardown=teardown_seconds,
+                             released_at=logged.get("released_at") or "",
+                             preempted=preempted.get("preempted_seconds", 0.0),
+                             requeued=usage.requeued_seconds(logged.get("preemptions") or []), run_id=run_id,
+                             pipeline=title, namespace=namespace or current_namespace(), lifecycle=lifecycle,
+                             finished_at=datetime.now(UTC).isoformat(timespec="seconds"))
+    except Exception as exc:  # noqa: BLE001
+        print(f"[kfp-ray] no usage ledger for this run ({type(exc).__name__}: {exc})")
+        entry = None
+    ledger_uri = usage.publish(entry, output_uri) if entry else ""
+    ledger_metrics = {**(usage.ledger_metrics(entry) if entry else {}), **preempted}  # beside the job's own
+    if entry:
+        print(f"[kfp-ray] usage: {entry['cpu_hours']:.4f} CPU-hours, {entry['gpu_hours']:.4f} GPU-hours, "
+              f"{entry['memory_gib_hours']:.4f} memory GiB-hours ({entry['seconds']['held']:.1f}s of quota held; "
+              f"admitted: {entry['admitted_source']})")
     # the HTML report (KFP's UI renders it): the run's facts, its tasks' real times, the phases
-    page = dict(usage=usage.report_rows(entry), ledger_uri=ledger_uri,title=title, output_uri=output_uri, namespace=namespace,
+    page = dict(usage=usage.report_rows(entry) if entry else {}, ledger_uri=ledger_uri,title=title, output_uri=output_uri, namespace=namespace,
                 durations={"queued": queued_seconds, "starting": starting_seconds, "job": job_seconds,
                            "teardown": teardown_seconds, "lost to preemption": preempted.get("preempted_seconds", 0)},
                 cluster={k: v for k, v in (("name", cluster_name), ("shape", cluster_shape)) if v},
@@ -128,7 +133,7 @@ def publish_training_results(
         for name, value in {**res.numeric(printed), **ledger_metrics}.items():
             metrics.log_metric(name, float(value))
         with open(report.path, "w") as fh:
-            fh.write(res.markdown_without_results(output_uri, results_uri, run_id, printed, tail) + usage.markdown(entry, ledger_uri))
+            fh.write(res.markdown_without_results(output_uri, results_uri, run_id, printed, tail) + (usage.markdown(entry, ledger_uri) if entry else ""))
         with open(html_report.path, "w") as fh:
             fh.write(res.run_page(None, run_id, printed=printed, log_tail=tail, **page))
         print(f"[kfp-ray] the job wrote no results.json at {results_uri}: published its printed metrics and log")
@@ -143,6 +148,6 @@ def publish_training_results(
     if cm:
         confusion_matrix.log_confusion_matrix(cm["labels"], cm["matrix"])
     with open(report.path, "w") as fh:
-        fh.write(res.markdown(data, results_uri, run_id) + usage.markdown(entry, ledger_uri))
+        fh.write(res.markdown(data, results_uri, run_id) + (usage.markdown(entry, ledger_uri) if entry else ""))
     with open(html_report.path, "w") as fh:
         fh.write(res.run_page(data, run_id, **page))

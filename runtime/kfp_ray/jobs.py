@@ -372,11 +372,9 @@ class LogShipper:
             put = s3.client(timeout=10, attempts=2).put_object  # bounded: the follow loop waits on it
             with open(self.path, "rb") as fh:
                 fh.seek(self.sent)
-                while data := fh.read(PART_BYTES):
-                    self.parts += 1
-                    part = f"{key}.d/{self.stamp}-{self.parts:05d}"
-                    put(Bucket=bucket, Key=part, Body=data)
-                    self.sent += len(data)
+                while data := fh.read(PART_BYTES):  # a part that failed is sent again under its own name
+                    put(Bucket=bucket, Key=f"{key}.d/{self.stamp}-{self.parts + 1:05d}", Body=data)
+                    self.parts, self.sent = self.parts + 1, self.sent + len(data)
                 if whole:
                     fh.seek(0)
                     put(Bucket=bucket, Key=key, Body=fh)

@@ -6,7 +6,7 @@ release-1.1 pkg/configmap) and RHOAI 2.25's Kueue (config/rhoai manager_config_p
 turn its feature gate VisibilityOnDemand off and install no APIService. So the position is
 worked out as Kueue orders a ClusterQueue's pending workloads (v0.11.6 / v0.12.10,
 pkg/queue/cluster_queue.go queueOrderingFunc: higher priority first, then the older queue
-timestamp: the creation time, or the eviction time of a requeued workload), among the pending
+timestamp: the creation time, or the eviction time of one requeued after PodsReadyTimeout), among the pending
 Workloads of the same LocalQueue this service account may list (deploy/rbac-kfp-ray.yaml, part 1).
 Position 0 is next in line, as the visibility API counts (positionInLocalQueue). Workloads of
 other projects in the same ClusterQueue are not visible from a project: the ClusterQueue's
@@ -33,12 +33,17 @@ def _pending(wl: dict) -> bool:
     return not any(conds.get(t) == "True" for t in STATES) and wl["spec"].get("active", True) is not False
 
 
+REQUEUED_FROM_EVICTION = ("PodsReadyTimeout", "AdmissionCheck")  # workload.GetQueueOrderTimestamp's reasons
+
+
 def order_key(wl: dict) -> tuple:
-    """Kueue's queue order: priority (higher first), then the queue timestamp (older first)."""
+    """Kueue's queue order: priority (higher first), then the queue timestamp (older first): the
+    creation time, or the eviction time of one evicted for PodsReadyTimeout or an AdmissionCheck
+    (a preempted one keeps its creation time)."""
     conds = {c["type"]: c for c in (wl.get("status") or {}).get("conditions") or []}
     evicted = conds.get("Evicted")
     stamp = (evicted["lastTransitionTime"] if evicted and evicted.get("status") == "True"
-             else wl["metadata"].get("creationTimestamp", ""))
+             and evicted.get("reason") in REQUEUED_FROM_EVICTION else wl["metadata"].get("creationTimestamp", ""))
     return -int(wl["spec"].get("priority") or 0), stamp, wl["metadata"]["name"]
 
 
@@ -71,11 +76,11 @@ class QueuePosition:
         try:
             wls = kube.call(kube.custom().list_namespaced_custom_object, *KUEUE, self.ns, "workloads",
                             what="list Workloads", attempts=1)["items"]
+            return position(wls, rc["metadata"]["uid"], self.queue)
         except Exception as exc:  # noqa: BLE001 - only a hint (Cancelled is no Exception: it passes)
             if kube.forbidden(exc):
                 self.readable = False
             return None
-        return position(wls, rc["metadata"]["uid"], self.queue)
 
     def __call__(self, rc: dict) -> str:
         now = self.clock()

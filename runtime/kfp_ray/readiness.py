@@ -155,7 +155,8 @@ def admission(wl: dict | None, rc: dict | None) -> dict:
     spec = spec.get("rayClusterSpec") or spec  # a RayJob's Workload is made from its cluster spec
     groups = [spec.get("headGroupSpec") or {}, *(spec.get("workerGroupSpecs") or [])]
     return {"cluster": [[g.get("replicas", 1), [(c.get("resources") or {}).get("requests") or {}
-                                               for c in g["template"]["spec"]["containers"]]] for g in groups if g]}
+                                               for c in ((g.get("template") or {}).get("spec") or {}).get("containers") or []]]
+                        for g in groups if g]}
 
 
 class _Wait:

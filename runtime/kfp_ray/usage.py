@@ -63,7 +63,7 @@ def _seconds_between(start: str, end: str) -> float | None:
     try:
         return (datetime.fromisoformat(end.replace("Z", "+00:00")) - datetime.fromisoformat(start.replace("Z", "+00:00"))
                 ).total_seconds()
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, TypeError):
         return None
 
 

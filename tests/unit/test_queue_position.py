@@ -10,7 +10,8 @@ from tests.helpers import FakeClock
 def wl(name, queue="q", priority=0, created="2026-11-28T10:00:00Z", uid=None, conditions=()):
     return {"metadata": {"name": name, "creationTimestamp": created, "labels": {"kueue.x-k8s.io/job-uid": uid or name}},
             "spec": {"queueName": queue, "priority": priority},
-            "status": {"conditions": [{"type": t, "status": s, "lastTransitionTime": at} for t, s, at in conditions]}}
+            "status": {"conditions": [{"type": t, "status": s, "lastTransitionTime": at, "reason": r}
+                                      for t, s, at, *rest in conditions for r in [rest[0] if rest else ""]]}}
 
 
 def test_kueues_order_priority_first_then_the_older_queue_timestamp():
@@ -18,11 +19,14 @@ def test_kueues_order_priority_first_then_the_older_queue_timestamp():
            wl("late", created="2026-11-28T10:00:09Z"),
            wl("early", created="2026-11-28T10:00:01Z"),
            wl("urgent", priority=100, created="2026-11-28T10:00:30Z"),
-           wl("requeued", created="2026-11-28T09:59:00Z", conditions=[("Evicted", "True", "2026-11-28T10:00:05Z")]),
+           wl("requeued", created="2026-11-28T09:59:00Z",
+              conditions=[("Evicted", "True", "2026-11-28T10:00:05Z", "PodsReadyTimeout")]),
+           wl("preempted", created="2026-11-28T09:58:00Z", conditions=[("Evicted", "True", "2026-11-28T10:00:20Z", "Preempted")]),
            wl("elsewhere", queue="other", created="2026-11-28T09:00:00Z"),
            wl("reserved", conditions=[("QuotaReserved", "True", "2026-11-28T10:00:00Z")])]
-    order = [qp.position(wls, n, "q") for n in ("urgent", "early", "requeued", "late")]
-    assert order == [(0, 4), (1, 4), (2, 4), (3, 4)]  # an evicted one queues from its eviction
+    order = [qp.position(wls, n, "q") for n in ("urgent", "preempted", "early", "requeued", "late")]
+    # one evicted for PodsReadyTimeout queues from its eviction; a preempted one keeps its creation time
+    assert order == [(0, 5), (1, 5), (2, 5), (3, 5), (4, 5)]
     assert qp.position(wls, "admitted", "q") is None and qp.position(wls, "reserved", "q") is None
     assert qp.position(wls, "elsewhere", "other") == (0, 1)
 
