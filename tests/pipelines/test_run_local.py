@@ -27,25 +27,9 @@ def test_xgboost_tune_through_the_cli(tmp_path):
     out = run.stdout
     assert "xgboost_tune: SUCCEEDED" in out
     assert f"platform: {platform} " in out  # the summary names the release the sandbox played
-    assert "strip-optional" not in out  # 3.x takes the YAML as compiled
-    # local_queue left empty: the CLI passes the project's default LocalQueue (the seed layout has no `default`)
-    assert "==> local_queue=local-queue-test: the default LocalQueue of sandbox (annotated" in out
-    assert "queued: waiting" in out or "admitted by Kueue" in out  # live progress: queue, start, job logs
-    assert "best trial" in out
     m = summary_metrics(out)
     assert m["accuracy"] > 0.85 and m["trials"] == samples  # majority class is 63% of the held-out rows
-    assert re.search(r"in S3 under s3://kfp-ray/runs/\S+: \d+ objects, [1-9]\d* checkpoint files, model yes", out)
-    report = Path(next(li for li in out.splitlines() if li.startswith("report: ")).split(": ", 1)[1]).read_text()
-    assert "Confusion matrix" in report and "Best trial" in report and "trials.csv" in report
-    # the HTML report the UI renders (drawn and checked in Chromium by tests/report)
-    html = next((tmp_path / "out").glob("**/publish-training-results/*/html_report")).read_text()
-    assert all(f'<th scope="row">{p}</th>' in html for p in ("queued", "starting", "job", "teardown"))
-    assert "best trial" in html and html.count('class="cell"') == 4 and "LocalQueue local-queue-test" in html
-    # the tasks at their real times (the run's task pods), the job log's location, the image and Ray version
-    assert all(f'class="phase" data-phase="{t}"' in html for t in ("provision-ray-cluster", "follow-ray-job"))
-    assert re.search(r"<th scope=\"row\">job log</th><td><code>[^<]*job_log</code>", html)
-    assert re.search(r"<th scope=\"row\">Ray version</th><td>2\.\d+\.\d+</td>", html)
-    assert '<th scope="row">num_workers</th>' in html and '<th scope="row">dataset</th><td>breast_cancer</td>' in html
+    assert_xgboost_run_on_3_3(out, tmp_path / "out")
 
 
 def test_generic_ray_training_through_the_cli(tmp_path):
@@ -72,18 +56,25 @@ def test_generic_ray_training_through_the_cli(tmp_path):
     # the usage ledger: a head-only cluster of 3 CPU and 2 GiB (pipeline-runner reads no Workload: the
     # RayCluster's requests stand in, as the report says)
     assert_usage_ledger(out, outputs, cpu=3, memory_gib=2)
+    assert "ray_training: SUCCEEDED" in out and "platform: rhoai-3.3 " in out
+    html = assert_xgboost_run_on_3_3(out, outputs)
     # the job log, copied to S3 while the job ran (follow_ray_job), linked from the report
-    html = next(outputs.glob("**/publish-training-results/*/html_report")).read_text()
     assert re.search(r"job log in S3</th><td><code>s3://kfp-ray/runs/\S+/logs/job.log</code>", html)
+
+
+def assert_xgboost_run_on_3_3(out: str, outputs: Path) -> str:
+    """What a 3.3 CLI run of the xgboost job shows: the default LocalQueue, live progress, the
+    results in S3, the Markdown report and the HTML one the UI renders (drawn and checked in
+    Chromium by tests/report). Returns the HTML report."""
+    assert "strip-optional" not in out  # 3.x takes the YAML as compiled
     # local_queue left empty: the CLI passes the project's default LocalQueue (the seed layout has no `default`)
     assert "==> local_queue=local-queue-test: the default LocalQueue of sandbox (annotated" in out
     assert "queued: waiting" in out or "admitted by Kueue" in out  # live progress: queue, start, job logs
-    assert "best trial" in out and "ray_training: SUCCEEDED" in out and "platform: rhoai-3.3 " in out
-    assert "strip-optional" not in out  # 3.x takes the YAML as compiled
+    assert "best trial" in out
     assert re.search(r"in S3 under s3://kfp-ray/runs/\S+: \d+ objects, [1-9]\d* checkpoint files, model yes", out)
     report = Path(next(li for li in out.splitlines() if li.startswith("report: ")).split(": ", 1)[1]).read_text()
     assert "Confusion matrix" in report and "Best trial" in report and "trials.csv" in report
-    # the HTML report the UI renders (drawn and checked in Chromium by tests/report)
+    html = next(outputs.glob("**/publish-training-results/*/html_report")).read_text()
     assert all(f'<th scope="row">{p}</th>' in html for p in ("queued", "starting", "job", "teardown"))
     assert "best trial" in html and html.count('class="cell"') == 4 and "LocalQueue local-queue-test" in html
     # the tasks at their real times (the run's task pods), the job log's location, the image and Ray version
@@ -91,3 +82,4 @@ def test_generic_ray_training_through_the_cli(tmp_path):
     assert re.search(r"<th scope=\"row\">job log</th><td><code>[^<]*job_log</code>", html)
     assert re.search(r"<th scope=\"row\">Ray version</th><td>2\.\d+\.\d+</td>", html)
     assert '<th scope="row">num_workers</th>' in html and '<th scope="row">dataset</th><td>breast_cancer</td>' in html
+    return html
