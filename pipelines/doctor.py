@@ -339,8 +339,6 @@ class Doctor:
         name = self.args.data_connection
         if self.api is None:
             return self._skipped("data connection"), None
-        import base64
-
         from kubernetes import client
 
         try:
@@ -351,7 +349,7 @@ class Doctor:
                              "create an S3 connection in the project (OpenShift AI dashboard > Connections) or pass "
                              "--data-connection / data_connection=<its secret>"), None
             return Check("data connection", "FAIL", _why(exc), ""), None
-        values = {k: base64.b64decode(v).decode(errors="replace") for k, v in (secret.data or {}).items()}
+        values = secret_values(secret)
         missing = [k for k in KEYS if not values.get(k)]
         if missing:
             return Check("data connection", "FAIL", f"secret {name} lacks {', '.join(missing)}",
@@ -453,6 +451,13 @@ class Doctor:
                                    "LocalQueue nor Kueue's reason, and its usage ledger counts the cluster's requests "
                                    "instead of what Kueue admitted",
                      "apply part 1 of deploy/rbac-kfp-ray.yaml (PROJECT and DSPA replaced)")
+
+
+def secret_values(secret) -> dict[str, str]:
+    """A data connection secret's values (a kubernetes V1Secret), decoded: never to be printed."""
+    import base64
+
+    return {k: base64.b64decode(v).decode(errors="replace") for k, v in (secret.data or {}).items()}
 
 
 def _dspa_names(api, ns: str) -> list[str]:

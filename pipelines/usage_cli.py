@@ -4,7 +4,6 @@ run's publish task: runtime/kfp_ray/usage.py)."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import sys
@@ -37,7 +36,9 @@ def since_day(text: str | None, today: date | None = None) -> date:
 def connection_env(args) -> dict[str, str]:
     """The S3 keys: from the environment when all are there, else the data connection secret
     read through the kubeconfig's credentials (never printed)."""
-    keys = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_S3_BUCKET")
+    from .doctor import KEYS as keys
+    from .doctor import secret_values
+
     if all(os.environ.get(k) for k in keys):
         return {k: os.environ[k] for k in (*keys, "AWS_DEFAULT_REGION") if os.environ.get(k)}
     from kubernetes import client, config
@@ -54,7 +55,7 @@ def connection_env(args) -> dict[str, str]:
         raise SystemExit(f"cannot read data connection {args.data_connection!r} ({reason}). Fix: log in (`oc login`) "
                          "and give --namespace and --data-connection, or set AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
                          "AWS_S3_ENDPOINT and AWS_S3_BUCKET") from None
-    values = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+    values = secret_values(secret)
     missing = [k for k in keys if not values.get(k)]
     if missing:
         raise SystemExit(f"data connection {args.data_connection!r} lacks {', '.join(missing)}. Fix: edit it in the "
