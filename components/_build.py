@@ -55,18 +55,19 @@ def build_options(packages: list[str]) -> dict:
     return options
 
 
-def ray_component(packages: list[str], code_dir: str | Path | None = None, code_files=None):
+def ray_component(packages: list[str], code_dir: str | Path | None = None, code_files=None, strip_code: bool = False):
     """`@dsl.component` for kfp-ray: caching is set per task in pipelines (off for tasks
     with side effects). The task carries the runtime library its function needs
     (components/_slim.py), and `code_dir`, if given, beside it as `code/` (only `code_files`,
-    paths relative to it, when given: a pipeline carries its own job, not its siblings'). Built with an
+    paths relative to it, when given: a pipeline carries its own job, not its siblings'; with
+    `strip_code`, its Python without comments and docstrings, _slim.strip_job). Built with an
     image (IMAGE_ENV), it carries no runtime: kfp_ray is the image's (Containerfile)."""
 
     def wrap(func):
         component = dsl.component(func, **build_options(packages))
         runtime = {} if os.environ.get(IMAGE_ENV) else _slim.runtime_files(func, runtime_dir())
         if runtime or code_dir is not None:
-            _embed(component, func, _slim.pack(runtime, code_dir, code_files))
+            _embed(component, func, _slim.pack(runtime, code_dir, code_files, strip_code))
         return component
 
     return wrap
@@ -81,7 +82,8 @@ def runtime_dir() -> Path:
 def _embed(component, func, payload: str) -> None:
     """Put the loader of `payload` in the task's program, just before the function (kfp's
     lightweight command: [..., 'sh', '-ec', <script>, <program>]), whose docstring and
-    comments go (the component's description keeps the docstring), indented by one space."""
+    comments go (the component's description keeps the docstring), indented by one space
+    and compacted (_slim.compact)."""
     command = component.component_spec.implementation.container.command
     program = command[-1]
     lines = _slim.function_source(func).split("\n")
@@ -89,4 +91,7 @@ def _embed(component, func, payload: str) -> None:
     if program.count(func_source) != 1:
         raise RuntimeError(f"{func.__name__}: kfp's command no longer ends with the function's source; "
                            "components/_build.py must learn the new layout")
-    command[-1] = program.replace(func_source, _slim.loader(payload) + "\n\n" + _slim.reindent(_slim.strip(func_source, minify=False)))
+    # compact: kfp's preamble and the loader come first, so the program's line numbers are
+    # not the source file's anyway
+    body = _slim.compact(_slim.reindent(_slim.strip(func_source, minify=False)))
+    command[-1] = program.replace(func_source, _slim.loader(payload) + "\n\n" + body)

@@ -37,18 +37,78 @@ PACKAGE = "kfp_ray"
 ALWAYS: frozenset[str] = frozenset()
 
 
-def _identifiers(node: ast.AST) -> set[str]:
-    """Every name `node` could use: names, attributes, imported names, identifier-like strings."""
+_SCOPES = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+_COMPREHENSIONS = ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp
+
+
+def _locals(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    """The names local to `func` (Python's rule: bound anywhere in its body, not declared
+    global): its parameters, assignment, loop, with, except and walrus targets, and the names
+    its nested defs, classes and imports bind. A comprehension's own variables are not its."""
+    a = func.args
+    out = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x is not None}
+    declared: set[str] = set()
+
+    def walk(n: ast.AST, in_comprehension: bool = False) -> None:
+        for child in ast.iter_child_nodes(n):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                out.add(child.name)  # its body is another scope
+            elif isinstance(child, ast.Lambda):
+                pass
+            elif isinstance(child, ast.Global):
+                declared.update(child.names)
+            elif isinstance(child, ast.NamedExpr):
+                out.add(child.target.id)
+                walk(child.value, in_comprehension)
+            elif isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store | ast.Del) and not in_comprehension:
+                out.add(child.id)
+            elif isinstance(child, ast.ExceptHandler) and child.name:
+                out.add(child.name)
+                walk(child, in_comprehension)
+            elif isinstance(child, ast.alias):
+                out.add((child.asname or child.name).split(".")[0])
+            else:
+                walk(child, in_comprehension or isinstance(child, _COMPREHENSIONS))
+
+    for stmt in func.body if isinstance(func.body, list) else [func.body]:
+        if isinstance(func, ast.Lambda):
+            walk(ast.Expr(stmt))
+        else:
+            walk(ast.Module(body=[stmt], type_ignores=[]))
+    return out - declared
+
+
+def _identifiers(node: ast.AST, local: frozenset[str] = frozenset()) -> set[str]:
+    """Every name `node` could use: names, attributes, imported names, identifier-like strings;
+    not a name local to the function it sits in (`local`: those of the enclosing functions),
+    which can never be a module's part: a local `rows` keeps no top-level rows()."""
     out = set()
-    for n in ast.walk(node):
+
+    def visit(n: ast.AST, local: frozenset[str]) -> None:
+        if isinstance(n, _SCOPES):
+            a = n.args
+            outer = [*getattr(n, "decorator_list", []), *a.defaults, *[d for d in a.kw_defaults if d is not None],
+                     *[x.annotation for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+                       if x is not None and x.annotation is not None], *([n.returns] if getattr(n, "returns", None) else [])]
+            for x in outer:  # evaluated where the function is defined
+                visit(x, local)
+            inner = local | _locals(n)
+            for x in n.body if isinstance(n.body, list) else [n.body]:
+                visit(x, inner)
+            return
         if isinstance(n, ast.Name):
-            out.add(n.id)
+            if n.id not in local:
+                out.add(n.id)
         elif isinstance(n, ast.Attribute):
             out.add(n.attr)
         elif isinstance(n, ast.alias):
             out.add(n.name.split(".")[-1])
         elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier():
             out.add(n.value)
+        for child in ast.iter_child_nodes(n):
+            visit(child, local)
+
+    visit(node, local)
     return out
 
 
@@ -293,6 +353,37 @@ def reindent(text: str) -> str:
     return _same_tree(text, "\n".join(out))
 
 
+def compact(text: str) -> str:
+    """The program's form of a component's function (after strip and reindent): no blank
+    lines, each statement's continuation lines joined to its first, and "..." strings as
+    '...' where that needs no escape. What it saves is counted in the executor's ARGO_TEMPLATE,
+    where the program is JSON inside JSON, twice: a newline costs 6 bytes there, a double
+    quote 8, a single quote 2. The syntax tree stays the same (a build error otherwise)."""
+    toks = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    lines = text.split("\n")
+    # quotes first: a token's columns are the line's until the line is joined
+    for tok in reversed(toks):
+        t, (row, col), (end_row, end_col) = tok.string, tok.start, tok.end
+        if tok.type == tokenize.STRING and row == end_row and t[:1] == '"' and not t.startswith('"""') \
+                and "'" not in t and "\\" not in t:
+            line = lines[row - 1]
+            lines[row - 1] = line[:col] + "'" + t[1:-1] + "'" + line[end_col:]
+    joined: list[str] = []
+    depth = 0
+    for tok in toks:  # continuation lines (inside brackets) go onto the line before
+        if tok.type == tokenize.OP and tok.string in "([{":
+            depth += 1
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            depth -= 1
+        elif tok.type in (tokenize.NL, tokenize.NEWLINE) and depth > 0:
+            joined.append(tok.start[0])
+    for row in reversed(joined):  # 1-based: line `row` ends inside brackets
+        lines[row - 1] = lines[row - 1].rstrip() + " " + lines[row].lstrip()
+        del lines[row]
+    out = "\n".join(line for line in lines if line.strip()) + "\n"
+    return _same_tree(text, out)
+
+
 def function_source(func) -> str:
     return textwrap.dedent(inspect.getsource(func))
 
@@ -315,9 +406,10 @@ def _runtime_files(func_source: str, source_dir: Path) -> dict[str, str]:
     return out
 
 
-def pack(files: dict[str, str], code_dir: str | Path | None = None, code_files=None) -> str:
+def pack(files: dict[str, str], code_dir: str | Path | None = None, code_files=None, strip_code: bool = False) -> str:
     """base64 of the xz-compressed `files` (and code_dir's files as code/...: all of them, or
-    those whose path relative to code_dir is in `code_files`), each as its
+    those whose path relative to code_dir is in `code_files`; with `strip_code`, its .py files
+    without comments and docstrings, each line where it was), each as its
     path, octal mode and length on a line each, then its bytes: the same bytes for the same
     input (a tar's 512-byte headers cost more than some modules)."""
     entries = [(name, 0o644, text.encode()) for name, text in sorted(files.items())]
@@ -329,10 +421,22 @@ def pack(files: dict[str, str], code_dir: str | Path | None = None, code_files=N
             if code_files is not None and path.relative_to(base).as_posix() not in code_files:
                 continue
             mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
-            entries.append((f"code/{path.relative_to(base).as_posix()}", mode, path.read_bytes()))
+            data = path.read_bytes()
+            if strip_code and path.suffix == ".py":
+                data = strip_job(data.decode()).encode()
+            entries.append((f"code/{path.relative_to(base).as_posix()}", mode, data))
     raw = b"".join(f"{name}\n{mode:o}\n{len(data)}\n".encode() + data for name, mode, data in entries)
     packed = lzma.compress(raw, format=lzma.FORMAT_RAW, filters=[FILTER])
     return base64.b85encode(packed).decode("ascii").translate(TO_SAFE)
+
+
+def strip_job(text: str) -> str:
+    """A job's source without comments and docstrings (a #! line kept), each line where it was:
+    a traceback's line numbers are the source's."""
+    first, _, rest = text.partition("\n")
+    if first.startswith("#!"):
+        return first + "\n" + strip("\n" + rest, minify=False)[1:]
+    return strip(text, minify=False)
 
 
 # Base85 (a quarter smaller than base64) with the five of its characters that cost in the

@@ -26,10 +26,11 @@ JOBS = Path(__file__).resolve().parent / "jobs"
 def job_tasks(job: str):
     """The follow_ray_job (which submits too) and run_ray_job components carrying demo job `job`
     (pipelines/jobs/<job>.py, its requirements file and storage.py) as `code/`: each pipeline
-    carries its own job only, since every byte of a task is copied several times into the
-    run's Argo Workflow."""
+    carries its own job only, without comments and docstrings (lines kept: a traceback's line
+    numbers are the repository's), since every byte of a task is copied several times into
+    the run's Argo Workflow."""
     files = {f"{job}.py", "storage.py", f"requirements/{job}.txt"}
-    return follow_ray_job_with_code(JOBS, files), run_ray_job_with_code(JOBS, files)
+    return follow_ray_job_with_code(JOBS, files, strip_code=True), run_ray_job_with_code(JOBS, files, strip_code=True)
 # The data connection secret's keys, as RHOAI writes them, mounted as the same env names.
 # The dashboard's data connection form leaves the region empty when not given: optional
 # (the runtime and the jobs then use us-east-1, which S3-compatible stores accept).

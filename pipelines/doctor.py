@@ -130,6 +130,7 @@ class Doctor:
         yield self.pipelines_api(route)
         yield self.runner_access()
         yield self.kueue_insight()
+        yield self.run_events()
 
     # --- Kubernetes --------------------------------------------------------------------
     def kubernetes(self) -> Check:
@@ -451,6 +452,21 @@ class Doctor:
                                    "LocalQueue nor Kueue's reason, and its usage ledger counts the cluster's requests "
                                    "instead of what Kueue admitted",
                      "apply part 1 of deploy/rbac-kfp-ray.yaml (PROJECT and DSPA replaced)")
+
+    def run_events(self) -> Check:
+        """Whether the task that follows the job may copy the run's events to S3 (events.jsonl)."""
+        name = "run events"
+        if self.api is None:
+            return self._skipped(name)
+        may = self._runner_may("", "events", "list")
+        if may is None:
+            return Check(name, "SKIP", "could not ask whether pipeline-runner may list events")
+        if may:
+            return Check(name, "PASS", "pipeline-runner may list events: each run's Kueue and KubeRay events are "
+                                       "copied to logs/events.jsonl beside its job log")
+        return Check(name, "WARN", "pipeline-runner may not list events: runs copy their job log to S3 but not the "
+                                   "Kueue and KubeRay events of their cluster",
+                     "apply part 4 of deploy/rbac-kfp-ray.yaml (PROJECT and DSPA replaced)")
 
 
 def secret_values(secret) -> dict[str, str]:

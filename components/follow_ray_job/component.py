@@ -138,8 +138,9 @@ _follow_ray_job = follow_ray_job
 follow_ray_job = ray_component(packages=FOLLOW)(_follow_ray_job)
 
 
-def follow_ray_job_with_code(code_dir: str | Path, files=None):
+def follow_ray_job_with_code(code_dir: str | Path, files=None, strip_code: bool = False):
     """A follow_ray_job component with `code_dir` embedded as its `code/` directory: give it
     entrypoint and working_dir="code" to submit and follow a job of that code in one task.
-    `files`: only these paths of code_dir (relative to it); default all."""
-    return ray_component(packages=FOLLOW, code_dir=code_dir, code_files=files)(_follow_ray_job)
+    `files`: only these paths of code_dir (relative to it); default all. `strip_code`: its
+    Python travels without comments and docstrings (each line where it was)."""
+    return ray_component(packages=FOLLOW, code_dir=code_dir, code_files=files, strip_code=strip_code)(_follow_ray_job)

@@ -70,6 +70,10 @@ def run_ray_job(
     RayJob carries a lease renewed while this task runs, for the kfp_ray_gc sweeper. Turn
     caching off for this task.
 
+    While queued, its progress lines give the RayJob's position in the LocalQueue (where
+    Workloads are readable). It copies the job log to $KFP_RAY_OUTPUT/logs/job.log in S3
+    (from env_vars; a part every 30 s, the whole log at the end), so it outlives the cluster.
+
     Args:
         run_id: The pipeline run's id (dsl.PIPELINE_JOB_ID_PLACEHOLDER); labels the RayJob.
         entrypoint: The command the job runs, e.g. "python train.py --epochs 5".
@@ -136,43 +140,32 @@ def run_ray_job(
         starting_seconds: Seconds from admission to every pod ready.
         shape: The cluster as the run report shows it.
     """
+    # Every input but these is run_job's argument of the same name. Named once, not twice: each
+    # character of this body is in the executor's ARGO_TEMPLATE twice, within the kernel's limit.
+    inputs = dict(locals())
+    for name in ("job_log", "metrics", "requirements_file", "install_requirements"):
+        del inputs[name]
     import os
-    from collections import namedtuple
 
     import kfp_ray
     from kfp_ray.tasks import run_job
 
     # the folder the embedded code/ is in (kfp_ray may be the image's: an --image build)
     embedded_root = globals().get("__KFP_EMBEDDED_ASSET_DIR") or os.path.dirname(os.path.dirname(kfp_ray.__file__))
-    ran = run_job(run_id=run_id, entrypoint=entrypoint, task_name=task_name, task_id=task_id, job_name=job_name,
-                  namespace=namespace, local_queue=local_queue, priority_class=priority_class, num_workers=num_workers, head_cpu=head_cpu,
-                  head_memory=head_memory, worker_cpu=worker_cpu, worker_memory=worker_memory, worker_gpus=worker_gpus,
-                  image=image, env=env, data_connection=data_connection, tolerations=tolerations,
-                  node_selector=node_selector, labels=labels, working_dir=working_dir,
-                  embedded_root=embedded_root, pip=pip, env_vars=env_vars,
-                  requirements_file=requirements_file if install_requirements else "",
-                  submission_mode=submission_mode, admission_timeout=admission_timeout,
-                  startup_timeout=startup_timeout, job_timeout=job_timeout,
-                  ttl_seconds_after_finished=ttl_seconds_after_finished, log_path=job_log.path,
-                  max_poll_seconds=max_poll_seconds, outage_tolerance_seconds=outage_tolerance_seconds,
-                  lease_seconds=lease_seconds, renew_every_seconds=renew_every_seconds, pip_index_url=pip_index_url,
-                  pip_trusted_host=pip_trusted_host, max_preemptions=max_preemptions)
-    result = ran.result
+    ran = run_job(**inputs, embedded_root=embedded_root, log_path=job_log.path,
+                  requirements_file=requirements_file if install_requirements else "")
     job_log.metadata.update(ran.record())  # job id, status, preemptions; Kueue's admission, the quota's release
     for name, value in ran.metrics().items():
         metrics.log_metric(name, value)
-    out = namedtuple("RunRayJobOutputs", ["status", "duration_seconds", "teardown_seconds", "rayjob_name", "cluster_name",
-                                          "queued_seconds", "starting_seconds", "shape"])
-    return out(result.status, result.duration_seconds, result.teardown_seconds, ran.rayjob, ran.cluster_name,
-               ran.queued_seconds, ran.starting_seconds, ran.shape)
-
+    return ran.outputs()  # RunRayJobOutputs' values, in its order
 
 _run_ray_job = run_ray_job
 run_ray_job = ray_component(packages=RAYJOB)(_run_ray_job)
 
 
-def run_ray_job_with_code(code_dir: str | Path, files=None):
+def run_ray_job_with_code(code_dir: str | Path, files=None, strip_code: bool = False):
     """A run_ray_job component with `code_dir` embedded as its `code/` directory: pass
     working_dir="code" to run it. The job's code then travels inside the compiled YAML.
-    `files`: only these paths of code_dir (relative to it); default all."""
-    return ray_component(packages=RAYJOB, code_dir=code_dir, code_files=files)(_run_ray_job)
+    `files`: only these paths of code_dir (relative to it); default all. `strip_code`: its
+    Python travels without comments and docstrings (each line where it was)."""
+    return ray_component(packages=RAYJOB, code_dir=code_dir, code_files=files, strip_code=strip_code)(_run_ray_job)

@@ -351,12 +351,14 @@ class LogShipper:
     """Copies the job log (log_path: redacted, as Follower writes it) to S3 as it grows: at each
     ship() (Follower's, every `every` seconds and when it closes), what it gained since the last
     copy goes up as the next part, <uri>.d/<this task's start>-<n> (a retried task's parts
-    sort after its first attempt's); ship(whole=True) also writes the whole log as <uri>. A
-    failed copy is logged and tried again at the next ship(); S3 never fails the job, nor holds
-    the follow loop (which renews the lease) for more than two tries of 10 s."""
+    sort after its first attempt's); ship(whole=True) also writes the whole log as <uri>. With
+    `events` (namespace, the run's RayCluster or RayJob names), each ship() also writes their
+    events as events.jsonl beside it (run_events.py). A failed copy is logged and tried again
+    at the next ship(); S3 never fails the job, nor holds the follow loop (which renews the
+    lease) for more than two tries of 10 s."""
 
-    def __init__(self, log_path: str, uri: str, every: float = SHIP_EVERY, clock=time.monotonic):
-        self.path, self.uri, self.every, self.clock = log_path, uri, every, clock
+    def __init__(self, log_path: str, uri: str, every: float = SHIP_EVERY, clock=time.monotonic, events=None):
+        self.path, self.uri, self.every, self.clock, self.events = log_path, uri, every, clock, events
         self.sent = self.parts = 0
         self.due = clock() + every
         self.stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -378,8 +380,18 @@ class LogShipper:
                 if whole:
                     fh.seek(0)
                     put(Bucket=bucket, Key=key, Body=fh)
+            if self.events:
+                from .run_events import collect, jsonl
+
+                picked = collect(*self.events)
+                if picked is None:
+                    self.events = None
+                    log("this service account may not list events: the run's events are not copied to S3 (part 4 "
+                        "of deploy/rbac-kfp-ray.yaml allows it)")
+                else:
+                    put(Bucket=bucket, Key=key.rsplit("/", 1)[0] + "/events.jsonl", Body=jsonl(picked))
         except Exception as exc:  # noqa: BLE001 - the log stays in the task; the job goes on
-            log(f"could not copy the job log to {self.uri} ({first_line(exc)}); trying again later")
+            log(f"could not copy the job log or its events to {self.uri} ({first_line(exc)}); trying again later")
 
 
 class Follower:

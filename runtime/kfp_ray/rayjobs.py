@@ -385,6 +385,13 @@ class Ran:
         return {"job_id": r.job_id, "status": r.status, "rayjob": self.rayjob, "preemptions": r.preempted_times,
                 "admitted": self.admitted, "released_at": r.released_at}
 
+    def outputs(self) -> tuple:
+        """run_ray_job's outputs, in its NamedTuple's order: status, duration_seconds,
+        teardown_seconds, rayjob_name, cluster_name, queued_seconds, starting_seconds, shape."""
+        r = self.result
+        return (r.status, r.duration_seconds, r.teardown_seconds, self.rayjob, self.cluster_name, self.queued_seconds,
+                self.starting_seconds, self.shape)
+
     def metrics(self) -> dict:
         """The task's metrics: the job's own (KFP_RAY_METRICS), then how it ran."""
         return {**self.result.metrics, "job_duration_seconds": self.result.duration_seconds,
@@ -415,7 +422,7 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
         ttl_seconds_after_finished: int, derived_name: bool, lease_seconds: float,
         renew_every_seconds: float, max_poll_seconds: float = jobs.MAX_POLL,
         outage_tolerance_seconds: float = jobs.OUTAGE_TOLERANCE, image_pull_grace: float | None = None,
-        log_path: str | None = None, max_preemptions: int = MAX_PREEMPTIONS) -> Ran:
+        log_path: str | None = None, max_preemptions: int = MAX_PREEMPTIONS, shipper=None) -> Ran:
     """Create (or adopt) the RayJob, wait for admission and pods, upload the code, follow the
     job to its end, then delete the RayJob (KubeRay's cluster with it) and wait until both
     are gone. A preemption (Kueue suspends the RayJob; KubeRay deletes its cluster) is ridden
@@ -423,10 +430,12 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
     timeouts), the code is uploaded to the new cluster and the job KubeRay submits there is
     followed, its log appended. On any failure the RayJob is deleted before raising; on SIGTERM the job's stop
     and the RayJob's deletion are requested at once and awaited within the grace period. The
-    job's log streams into log_path (redacted) as it is read."""
+    job's log streams into log_path (redacted) as it is read, and with a `shipper`
+    (jobs.LogShipper of log_path) to S3 as it grows and, whole, at the end."""
     deadline_s = int(startup_timeout + job_timeout)
     cluster.check_namespace(spec)
     cluster.check_data_connection(spec)
+    from .queue_position import QueuePosition
     from .queues import read_once
 
     with read_once():
@@ -453,6 +462,7 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
                     waited = wait_ready(spec.name, spec.namespace, queue, admission_timeout, startup_timeout,
                                         queue_note="" if spec.local_queue else ", chosen because local_queue was empty",
                                         heartbeat=renewer, target=RayJobTarget(spec.name, spec.namespace, stale),
+                                        position=QueuePosition(queue, spec.namespace),
                                         **({} if image_pull_grace is None else {"image_pull_grace": image_pull_grace}))
                     queued, starting = queued + waited.queued_seconds, starting + waited.starting_seconds
                     admitted = admitted or waited.admitted  # the first admission: the ledger's start
@@ -472,7 +482,8 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
                     follower = RayJobFollower(spec.name, spec.namespace, url, status(rj).get("jobId") or job_id,
                                               timeout=deadline_s + 60, cluster_name=cluster_name,
                                               max_poll=max_poll_seconds, outage_tolerance=outage_tolerance_seconds,
-                                              heartbeat=renewer, log_path=log_path, heading=preemptions.heading())
+                                              heartbeat=renewer, log_path=log_path, heading=preemptions.heading(),
+                                              shipper=shipper)
                     followed = time.monotonic()
                     try:
                         result = follower.run()
@@ -498,6 +509,9 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
             if creation.sent or creation.rc:
                 _cancel(spec, creation, follower, cleanup_deadline(exc))
             raise
+        finally:
+            if shipper:
+                shipper.ship(whole=True)  # the whole log beside its parts
 
 
 def _delete_after_success(spec: cluster.ClusterSpec, creation: cluster.Creation) -> float:

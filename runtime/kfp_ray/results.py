@@ -189,9 +189,10 @@ def run_page(results: dict | None, run_id: str, *, title: str, output_uri: str, 
         where["job log"] = job_log_uri
     if ledger_uri:
         where["usage ledger"] = ledger_uri
-    copied = output_uri.rstrip("/") + "/logs/job.log"  # follow_ray_job's copy (jobs.LogShipper), kept with the run
-    if stored(copied):
-        where["job log in S3"] = copied
+    logs = output_uri.rstrip("/") + "/logs/"  # the follow task's copies (jobs.LogShipper), kept with the run
+    for what, name in (("job log in S3", "job.log"), ("run events in S3", "events.jsonl")):
+        if stored(logs + name):
+            where[what] = logs + name
     report = run_report(results, run_id, title, phases, cluster, where, printed=printed, log_tail=log_tail,
                         run=facts, durations={k: v for k, v in durations.items() if v and v > 0},
                         started_at=started_at, run_url=runinfo.kfp_run_url(run_id, namespace), usage=dict(usage or {}),

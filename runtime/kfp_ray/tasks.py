@@ -157,6 +157,8 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
             return jobs.Follower(dashboard_url, job_id, timeout, **options)
         return preemption.ClusterFollower(dashboard_url, job_id, timeout, cluster_name, _namespace(namespace), **options)
 
+    if shipper and cluster_name:
+        shipper.events = (_namespace(namespace), [cluster_name])  # the cluster's events beside the log
     follower = follower_for()
     with sigterm_raises():
         try:
@@ -481,7 +483,9 @@ def run_job(run_id: str, entrypoint: str, task_name: str = "", task_id: str = ""
                       jobs.submission_id(run_id, task_identity(task_name or "", task_id or "") or "run-ray-job"),
                       submission_mode, admission_timeout, startup_timeout, job_timeout, ttl_seconds_after_finished,
                       derived, lease_seconds, renew_every_seconds, max_poll_seconds, outage_tolerance_seconds,
-                      image_pull_grace, log_path or None, max_preemptions)
+                      image_pull_grace, log_path or None, max_preemptions,
+                      jobs.LogShipper(log_path, jobs.log_uri(env_vars), events=(spec.namespace, [spec.name]))
+                      if log_path else None)
     gpus = f", {worker_gpus} GPU" if worker_gpus else ""
     ran.shape = (f"RayJob ({submission_mode}); LocalQueue {local_queue or '(the namespace default)'}; head {head_cpu} CPU, "
                  f"{head_memory}; {num_workers} worker{'s' if num_workers != 1 else ''} x ({worker_cpu} CPU, "

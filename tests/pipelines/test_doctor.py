@@ -47,11 +47,14 @@ def test_a_healthy_sandbox_passes_every_check(doctor, box):
                                          "rhoai-2.25": "PASS OpenShift AI 2.x: the CodeFlare operator"}[box.platform.name])
     assert list(lines) == ["kubernetes API", "Ray API", "Kueue API", "platform", "Kueue opt-in", "LocalQueue", "ClusterQueue",
                            "default queue", "data connection", "bucket", "pipelines route", "pipelines API",
-                           "pipeline-runner access", "queue position and usage"]
-    assert all(v.startswith("PASS") for k, v in lines.items() if k not in ("default queue", "queue position and usage")), lines
-    # RHOAI's pipeline-runner Role reads no Kueue: a warning, with the fix
+                           "pipeline-runner access", "queue position and usage", "run events"]
+    assert all(v.startswith("PASS") for k, v in lines.items()
+               if k not in ("default queue", "queue position and usage", "run events")), lines
+    # RHOAI's pipeline-runner Role reads no Kueue and no events: warnings, with the fix
     assert lines["queue position and usage"].startswith("WARN pipeline-runner may not list Kueue Workloads")
     assert "deploy/rbac-kfp-ray.yaml" in doctor.fixes["queue position and usage"]
+    assert lines["run events"].startswith("WARN pipeline-runner may not list events")
+    assert "part 4 of deploy/rbac-kfp-ray.yaml" in doctor.fixes["run events"]
     assert f"{box.info['local_queue']} in sandbox, ClusterQueue" in lines["LocalQueue"]
     assert " used" in lines["ClusterQueue"] and "cpu " in lines["ClusterQueue"]  # usage against quota
     assert lines["pipelines route"] == f"PASS {box.info['pipelines_api']}"  # found from the DSPA's Route

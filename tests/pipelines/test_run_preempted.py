@@ -85,6 +85,14 @@ def test_fashion_mnist_preempted_mid_training_resumes_from_its_checkpoint_and_su
     assert "--- kfp-ray: preempted (1); the job is submitted again on the cluster's new pods ---" in log
     resumed = log.split("--- kfp-ray: preempted (1)", 1)[1]
     assert f"resuming from checkpoint s3://kfp-ray/{first[0].rsplit('/', 1)[0]}/epoch-" in resumed, resumed[:2000]
+    # the S3 copy of the job log (issue 30): the whole log, both attempts, and the parts sent as
+    # it grew, which hold every line of it in order
+    copied_key = next(k for k in keys(s3, "preempted/") if k.endswith("/logs/job.log"))
+    copied = s3.get_object(Bucket="kfp-ray", Key=copied_key)["Body"].read().decode()
+    assert copied == log and "--- kfp-ray: preempted (1)" in copied
+    parts = sorted(keys(s3, copied_key + ".d/"))
+    assert len(parts) >= 2 and "".join(s3.get_object(Bucket="kfp-ray", Key=k)["Body"].read().decode()
+                                       for k in parts) == copied, parts
     # the run's metrics and its report: the preemption, what it cost, where the job went on from
     published = outputs["publish-training-results"]["artifacts"]["metrics"]["artifacts"][0]["metadata"]
     assert published["preemptions"] == 1 and published["preempted_seconds"] == metrics["preempted_seconds"]

@@ -209,6 +209,14 @@ def test_publishs_page_has_the_job_log_parameters_image_ray_version_and_links(mo
     odd = results.run_page(None, "r3", title="t", output_uri="s3://b/r3", durations={}, cluster={}, run={},
                            parameters="not json {", namespace="ns")
     assert '<th scope="row">parameters</th><td>not json {</td>' in odd
+    # the follow task's copies of the job log and the run's events, where they are in S3
+    for there in ({"job.log", "events.jsonl"}, {"job.log"}):
+        monkeypatch.setattr(results, "stored", lambda uri, there=there: uri.rsplit("/", 1)[-1] in there)
+        where = re.search(r'<section id="locations".*?</section>',
+                          results.run_page(None, "r4", title="t", output_uri="s3://b/r4", durations={}, cluster={},
+                                           run={}, namespace="ns")).group(0)
+        assert "job log in S3</th><td><code>s3://b/r4/logs/job.log</code>" in where
+        assert ("run events in S3</th><td><code>s3://b/r4/logs/events.jsonl</code>" in where) == ("events.jsonl" in there)
 
 
 def test_a_preempted_runs_page_shows_its_preemptions_what_they_cost_and_where_it_resumed(monkeypatch):

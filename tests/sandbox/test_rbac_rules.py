@@ -288,3 +288,40 @@ def test_doctor_checks_that_pipeline_runner_may_run_rayjobs(box, sbx, applied):
     assert check.status == "FAIL"
     assert check.detail == (f"{RUNNER} may not create rayjobs.ray.io, get rayjobs.ray.io, list rayjobs.ray.io, "
                             "patch rayjobs.ray.io, delete rayjobs.ray.io")
+
+
+def test_the_event_reader_is_what_the_run_events_copy_needs(box, sbx, applied):
+    """Part 4: pipeline-runner lists the project's events, so the follow task copies its
+    cluster's to events.jsonl (run_events.py); without it, none, and doctor warns."""
+    from kfp_ray import run_events
+    from kfp_ray.pipelines import doctor
+    from kfp_ray.pipelines.__main__ import build_parser
+
+    v1 = k8s.CoreV1Api(sbx.api_client())
+    v1.create_namespaced_event(NS, {
+        "metadata": {"generateName": "rbac-ev."}, "type": "Normal", "reason": "QuotaReserved",
+        "message": "Quota reserved in ClusterQueue cluster-queue", "count": 1,
+        "involvedObject": {"kind": "Workload", "name": "raycluster-rbac-ev-1a2b3", "namespace": NS},
+        "source": {"component": "kueue-admission"}, "lastTimestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")})
+    runner = applied.kubeconfig(NS, RUNNER)
+
+    def reads() -> tuple[list | None, str]:
+        with kube_identity(box.info["kubeconfig"]):
+            d = doctor.Doctor(build_parser().parse_args(["doctor", "--namespace", NS]))
+            d.kubernetes()
+            d.dspa = DSPA
+            status = d.run_events().status
+        with kube_identity(runner):
+            return run_events.collect(NS, ["rbac-ev"]), status
+
+    picked, status = reads()
+    assert status == "PASS" and [(e["kind"], e["reason"], e["source"]) for e in picked] == \
+        [("Workload", "QuotaReserved", "kueue-admission")]
+    rbac = applied.rbac
+    role = rbac.read_namespaced_role("kfp-ray-event-reader", NS)
+    assert pairs(role.rules) == [("events", "list")]
+    rbac.patch_namespaced_role(role.metadata.name, NS, {"rules": without(role.rules, "events", "list")})
+    try:
+        assert reads() == (None, "WARN")
+    finally:
+        rbac.patch_namespaced_role(role.metadata.name, NS, {"rules": role.rules})
