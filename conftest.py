@@ -84,6 +84,7 @@ MEASURED_S = {
     "tests/sandbox/test_nodes.py": 145,
     "components/provision_ray_cluster/tests/test_provision.py": 128,
     "components/provision_ray_cluster/tests/test_queue_position.py": 58,
+    "components/run_ray_job/tests/test_queue_and_log.py": 55,
     "tests/sandbox/test_rayjob.py": 110,
     "components/provision_ray_cluster/tests/test_platform.py": 98,
     "tests/sandbox/test_codeflare_sdk.py": 96,

@@ -1,9 +1,10 @@
 """follow_ray_job copies the job log to S3 as it grows ($KFP_RAY_OUTPUT/logs/job.log: parts
 while the job runs, the whole log at the end, jobs.LogShipper), so a head that dies takes no
-line with it that the task had read."""
+line with it that the task had read; the cluster's events go beside it (events.jsonl)."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from pathlib import Path
@@ -41,7 +42,8 @@ def test_the_log_is_copied_to_s3_as_it_grows_and_outlives_the_head(box, sbx, ray
     shipper = jobs.LogShipper(str(log_path), uri, every=1.0)
     run_id = f"durable-{uuid.uuid4().hex[:6]}"
     t, out = in_thread("follow", lambda: tasks.follow(
-        ray_cluster.dashboard_url, "", str(log_path), timeout=300, outage_tolerance_seconds=5, shipper=shipper,
+        ray_cluster.dashboard_url, "", str(log_path), cluster_name=ray_cluster.name, namespace="sandbox",
+        delete_cluster=False, timeout=300, outage_tolerance_seconds=5, shipper=shipper,
         submission={"entrypoint": JOB, "run_id": run_id, "task": "follow-ray-job", "env_vars": env_vars}))
 
     def parts() -> list[str]:
@@ -68,3 +70,8 @@ def test_the_log_is_copied_to_s3_as_it_grows_and_outlives_the_head(box, sbx, ray
     assert kept >= 0.99
     whole = s3.get_object(Bucket=bucket, Key=f"{prefix}/logs/job.log")["Body"].read().decode()
     assert whole == log_path.read_text() and copied in whole  # the whole log, written when the task ended
+    # beside it, the cluster's events (an admin may list them): Kueue's on its Workload, KubeRay's on it
+    events = [json.loads(line) for line in
+              s3.get_object(Bucket=bucket, Key=f"{prefix}/logs/events.jsonl")["Body"].read().decode().splitlines()]
+    assert {("Workload", "Admitted"), ("RayCluster", "CreatedHeadPod")} <= {(e["kind"], e["reason"]) for e in events}
+    assert all(e["name"].startswith((ray_cluster.name, f"raycluster-{ray_cluster.name}-")) for e in events)
