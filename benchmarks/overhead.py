@@ -7,8 +7,14 @@ rounds alternating which goes first.
 - sleep: a fixed 60 s job (`time.sleep(60)`). By hand: a head with the pipeline cluster's CPUs,
   submit, wait. Pipeline: compiled/ray_training.yaml with that entrypoint.
 
+- peer (xgboost only): the same job through the design of Red Hat's own Ray pipeline component
+  (benchmarks/peer.py: one task, the CodeFlare SDK's RayJob, 10 s / 30 s polls, deletion left
+  to KubeRay's 300 s TTL); rayjob: kfp-ray's `lifecycle=rayjob` (one run_ray_job task), built
+  with `--image` as `image` is.
+
 The pipeline runs the way users start it: kfp.Client against the sandbox's Data Science
-Pipelines server, timed from the run's creation to its end. Its wall time is split into
+Pipelines server, timed from the run's creation to its end. For each run also: when the quota
+was back (the cluster gone, after the job's end) and the pipeline-runner's API requests. Its wall time is split into
 phases from the task times (the run's API), the cluster's life (the observer), the Ray job's
 start_time and end_time, and the pipeline-runner's requests in the audit log."""
 
@@ -24,12 +30,16 @@ from . import harness
 
 XGB_ENTRYPOINT = "python xgboost_tune.py --samples 6 --concurrent 3 --rounds 60"
 SLEEP_ENTRYPOINT = "python -c 'import time; time.sleep(60)'"
-JOBS = {  # name -> (pipeline, its parameters, by-hand CPUs, dataset)
-    "xgboost": ("xgboost_tune", {}, 3, "breast_cancer"),
-    "sleep60": ("ray_training", {"entrypoint": SLEEP_ENTRYPOINT, "head_memory": "2Gi", "worker_memory": "2Gi"}, 2, ""),
+JOBS = {  # name -> (pipeline, its parameters, by-hand CPUs, dataset, the kinds it runs as)
+    "xgboost": ("xgboost_tune", {}, 3, "breast_cancer", ("hand", "peer", "pipeline", "image", "rayjob")),
+    "sleep60": ("ray_training", {"entrypoint": SLEEP_ENTRYPOINT, "head_memory": "2Gi", "worker_memory": "2Gi"}, 2, "",
+                ("hand", "pipeline", "image")),
 }
 IMAGE = "quay.io/kfp-ray/components:bench"  # a name: the sandbox runs its task image under any name
-KINDS = ("hand", "pipeline", "image")
+KINDS = ("hand", "peer", "pipeline", "image", "rayjob")
+# issue 31's targets, each a ratio of medians from one run (xgboost, --image)
+TARGETS = {"raycluster / peer": 0.85, "raycluster / floor": 1.25, "rayjob / peer": 1.0}
+RELEASE_TARGET_P95 = 3.0  # seconds from the job's end until the quota is back
 PHASES = ["tasks start and imports", "admission", "head and worker start", "provision sees ready", "submit",
           "job", "follow sees the end", "delete and wait gone", "publish", "teardown (exit task)"]
 
@@ -41,7 +51,7 @@ def by_hand(box, sbx, job: str, tag: str) -> dict:
     from kfp_ray_sandbox.controllers.kubelet import HEAD_PORT_FLAGS
     from kfp_ray_sandbox.raynode import RayNode, free_port
 
-    _, _, cpus, dataset = JOBS[job]
+    _, _, cpus, dataset, _ = JOBS[job]
     started = time.monotonic()
     env = sbx.data_connection()
     with environ(env):
@@ -84,17 +94,48 @@ def compile_with_image(into: Path) -> Path:
 
 
 def pipeline(box, runs: harness.Pipelines, obs: harness.Observer, job: str, params: dict, tag: str,
-             compiled: Path | None = None) -> dict:
-    name, own, _, _ = JOBS[job]
+             compiled: Path | None = None, extra: dict | None = None) -> dict:
+    name, own, _, _, _ = JOBS[job]
     obs.mark()
-    run_id, asked = runs.start(name, {**params, **own}, tag, compiled / f"{name}.yaml" if compiled else None)
+    run_id, asked = runs.start(name, {**params, **own, **(extra or {})}, tag,
+                               compiled / f"{name}.yaml" if compiled else None)
     run = runs.wait(run_id)
     ended = time.time()
     time.sleep(0.3)  # the observer's last look
     tasks = runs.tasks(run)
-    phases = split(asked, ended, tasks, obs.clusters, runs.runner_requests(asked, ended))
+    requests = runs.runner_requests(asked, ended)
+    phases = split(asked, ended, tasks, obs.clusters, requests)
     return {"status": str(run.state), "wall": round(ended - asked, 2), "phases": phases, "pods": obs.pod_costs(run_id),
-            "task_span": round(max(t["end"] or ended for t in tasks.values()) - min(t["start"] for t in tasks.values()), 2)}
+            "task_span": round(max(t["end"] or ended for t in tasks.values()) - min(t["start"] for t in tasks.values()), 2),
+            "release": released(obs, 60), "requests": len(requests)}
+
+
+def peer_run(box, sbx, runs: harness.Pipelines, obs: harness.Observer, params: dict, tag: str, path: Path) -> dict:
+    """The peer's one-task pipeline (benchmarks/peer.py) with the same job; its quota comes back
+    when KubeRay's TTL deletes the cluster, which is awaited (rounds must not overlap)."""
+    from . import peer
+
+    arguments = peer.arguments(box, sbx, tag, params)
+    obs.mark()
+    run_id, asked = runs.start("peer_rayjob", arguments, tag, path)
+    run = runs.wait(run_id)
+    ended = time.time()
+    requests = runs.runner_requests(asked, ended)
+    return {"status": str(run.state), "wall": round(ended - asked, 2), "requests": len(requests),
+            "release": released(obs, peer.TTL_S + 120)}
+
+
+def released(obs: harness.Observer, within: float) -> float | None:
+    """Seconds from the job's end until its cluster was gone (the quota back), waiting up to
+    `within` seconds for it; None if the end or the deletion was not seen."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        c = next(iter(obs.clusters.values()), {})
+        if "gone" in c or not c:
+            break
+        time.sleep(0.5)
+    c = next(iter(obs.clusters.values()), {})
+    return round(c["gone"] - c["job_end"], 2) if "gone" in c and "job_end" in c else None
 
 
 def split(asked: float, ended: float, tasks: dict, clusters: dict, requests: list[dict]) -> dict:
@@ -122,27 +163,52 @@ def run(rounds: int = 2, jobs=("xgboost", "sleep60")) -> dict:
     from kfp_ray_sandbox.client import SandboxClient
 
     result: dict = {"rounds": rounds, "jobs": {}}
+    from . import peer
+
     with harness.sandbox() as box, tempfile.TemporaryDirectory(prefix="bench-image-") as tmp:
         image = compile_with_image(Path(tmp) / "image")
+        peer_yaml = Path(peer.compile_to(Path(tmp) / "peer_rayjob.yaml"))
         sbx = SandboxClient(box.info)
         runs = harness.Pipelines(box)
         with harness.Observer(sbx, box.info["namespace"]) as obs:
             for job in jobs:
                 params = with_default_queue({}, pipeline_inputs(JOBS[job][0]), box.info["namespace"], sbx.api_client())
-                rows = {k: [] for k in KINDS}
+                kinds = JOBS[job][4]
+                rows = {k: [] for k in kinds}
                 for i in range(rounds):
-                    for kind in (KINDS if i % 2 == 0 else tuple(reversed(KINDS))):
+                    for kind in (kinds if i % 2 == 0 else tuple(reversed(kinds))):
                         tag = f"{job}-{kind}-{i}"
-                        r = (by_hand(box, sbx, job, tag) if kind == "hand" else
-                             pipeline(box, runs, obs, job, params, tag, image if kind == "image" else None))
+                        if kind == "hand":
+                            r = by_hand(box, sbx, job, tag)
+                        elif kind == "peer":
+                            r = peer_run(box, sbx, runs, obs, params, tag, peer_yaml)
+                        else:
+                            r = pipeline(box, runs, obs, job, params, tag, None if kind == "pipeline" else image,
+                                         {"lifecycle": "rayjob"} if kind == "rayjob" else None)
                         rows[kind].append(r)
                         print(f"  {job} round {i + 1} {kind:8s} {r}", flush=True)
                 result["jobs"][job] = rows
     return {"result": summarize(result), "table": render(summarize(result))}
 
 
+def four_way(rows: dict) -> dict:
+    """Per kind: median wall, p50/p95 seconds to the quota's release after the job's end, median
+    API requests; and issue 31's ratios (kfp-ray's raycluster and rayjob runs built with --image)."""
+    kinds = {k: {"wall_s": round(harness.median(r["wall"] for r in rs), 2),
+                 "release_p50_s": round(harness.pct([r.get("release") for r in rs], 50), 2),
+                 "release_p95_s": round(harness.pct([r.get("release") for r in rs], 95), 2),
+                 "requests": round(harness.median(r.get("requests") for r in rs), 1)}
+             for k, rs in rows.items() if isinstance(rs, list) and rs}
+    wall = {k: v["wall_s"] for k, v in kinds.items()}
+    ratios = {"raycluster / peer": wall["image"] / wall["peer"], "raycluster / floor": wall["image"] / wall["hand"],
+              "rayjob / peer": wall["rayjob"] / wall["peer"]} if {"hand", "peer", "image", "rayjob"} <= set(wall) else {}
+    return {"kinds": kinds, "ratios": {k: round(v, 3) for k, v in ratios.items()},
+            "met": {k: v <= TARGETS[k] for k, v in ratios.items()}}
+
+
 def summarize(result: dict) -> dict:
     for job, rows in result["jobs"].items():
+        comparison = four_way(rows)
         hand = harness.median(r["wall"] for r in rows["hand"])
         pipe = harness.median(r["wall"] for r in rows["pipeline"])
         img = harness.median(r["wall"] for r in rows["image"])
@@ -154,7 +220,8 @@ def summarize(result: dict) -> dict:
                                "image_s": round(img, 2), "image_ratio": round(img / hand, 3),
                                "image_overhead_s": round(img - hand, 2), "phases": phases,
                                "hand_phases": {k: round(harness.median(r[k] for r in rows["hand"]), 2)
-                                               for k in ("stage", "head_start", "job")}}
+                                               for k in ("stage", "head_start", "job")},
+                               "four_way": comparison}
     return result
 
 
@@ -193,6 +260,20 @@ def render(result: dict) -> str:
              j["image_overhead_s"], targets[job]] for job, j in result["jobs"].items()]
     lines += [harness.table(["job", "by hand s", "pipeline s", "ratio", "overhead s", "--image s", "ratio",
                              "overhead s", "target ratio"], rows), ""]
+    for job, j in result["jobs"].items():
+        fw = j.get("four_way") or {}
+        if not fw.get("ratios"):
+            continue
+        names = {"hand": "floor (by hand)", "peer": "peer (Red Hat's component)", "image": "kfp-ray raycluster",
+                 "rayjob": "kfp-ray rayjob", "pipeline": "kfp-ray raycluster (pip)"}
+        lines += [f"Four ways, {job} (medians; kfp-ray built with --image; quota release: seconds from the job's end "
+                  f"until its cluster was gone; target p95 ≤ {RELEASE_TARGET_P95:g} s):", ""]
+        lines += [harness.table(["run", "wall s", "quota release p50 s", "p95 s", "API requests"],
+                                [[names[k], v["wall_s"], v["release_p50_s"], v["release_p95_s"], v["requests"]]
+                                 for k, v in fw["kinds"].items()]), ""]
+        lines += [harness.table(["ratio", "value", "target", "met"],
+                                [[k, v, TARGETS[k], "yes" if fw["met"][k] else "no"] for k, v in fw["ratios"].items()]),
+                  ""]
     lines += ["Where the pipeline's time goes (median seconds per phase; they add up to its wall time):", ""]
     cols = [(j, k) for j in result["jobs"] for k in ("pipeline", "image")]
     lines += [harness.table(["phase", *[f"{j} {k}" for j, k in cols]],

@@ -66,3 +66,21 @@ def test_task_pod_costs_split_driver_and_executor_and_sum_a_tasks_attempts():
         "follow-ray-job": {"driver": 0.6, "executor_start": 0.9, "executor": 12.1},
         "root": {"driver": 0.4, "executor_start": 0.0, "executor": 0.0}}
     assert obs.pod_costs("r2") == {}
+
+
+def test_the_four_way_comparison_takes_medians_percentiles_and_issue_31s_ratios():
+    def runs(walls, releases=None, requests=None):
+        return [{"wall": w, "release": (releases or [None] * len(walls))[i], "requests": (requests or [0] * len(walls))[i]}
+                for i, w in enumerate(walls)]
+
+    rows = {"hand": runs([30, 32, 31]), "peer": runs([40, 44, 42], [300.5, 301.0, 300.2], [7, 7, 9]),
+            "image": runs([35, 33, 34], [1.0, 2.0, 4.0], [120, 130, 125]), "rayjob": runs([43, 41, 42], [0.5, 0.6, 0.7]),
+            "pipeline": runs([60, 62, 61])}
+    fw = overhead.four_way(rows)
+    assert fw["kinds"]["peer"] == {"wall_s": 42, "release_p50_s": 300.5, "release_p95_s": 301.0, "requests": 7}
+    assert fw["kinds"]["image"]["release_p95_s"] == 4.0 and fw["kinds"]["image"]["requests"] == 125
+    assert math.isnan(fw["kinds"]["hand"]["release_p50_s"])  # by hand: no cluster to release
+    assert fw["ratios"] == {"raycluster / peer": round(34 / 42, 3), "raycluster / floor": round(34 / 31, 3),
+                            "rayjob / peer": 1.0}
+    assert fw["met"] == {"raycluster / peer": True, "raycluster / floor": True, "rayjob / peer": True}
+    assert overhead.four_way({"hand": runs([30]), "image": runs([40])})["ratios"] == {}  # no peer run: no ratio
