@@ -436,37 +436,36 @@ class Doctor:
         return Check(name, "PASS", f"pipeline-runner-{dspa} may do all {len(PIPELINE_RUNNER_NEEDS)} things kfp-ray's tasks do")
 
 
+    def _optional_read(self, name: str, group: str, resource: str, what: str, gives: str, lacks: str,
+                       part: int) -> Check:
+        """Whether pipeline-runner may list `resource`, a read kfp-ray uses where allowed: PASS
+        saying what runs show with it, WARN saying what they lack and which part of
+        deploy/rbac-kfp-ray.yaml adds it; never a failure."""
+        if self.api is None:
+            return self._skipped(name)
+        may = self._runner_may(group, resource, "list")
+        if may is None:
+            return Check(name, "SKIP", f"could not ask whether pipeline-runner may list {what}")
+        if may:
+            return Check(name, "PASS", f"pipeline-runner may list {what}: {gives}")
+        return Check(name, "WARN", f"pipeline-runner may not list {what}: {lacks}",
+                     f"apply part {part} of deploy/rbac-kfp-ray.yaml (PROJECT and DSPA replaced)")
+
     def kueue_insight(self) -> Check:
         """What runs show of Kueue: with Workloads readable, the queue position, Kueue's reasons
         and the usage ledger's admitted resources; without, less (never a failure)."""
-        name = "queue position and usage"
-        if self.api is None:
-            return self._skipped(name)
-        may = self._runner_may("kueue.x-k8s.io", "workloads", "list")
-        if may is None:
-            return Check(name, "SKIP", "could not ask whether pipeline-runner may list Kueue Workloads")
-        if may:
-            return Check(name, "PASS", "pipeline-runner may list Kueue Workloads: runs show their place in the queue and "
-                                       "Kueue's reasons, and count usage from what Kueue admitted")
-        return Check(name, "WARN", "pipeline-runner may not list Kueue Workloads: a queued run shows no position in its "
-                                   "LocalQueue nor Kueue's reason, and its usage ledger counts the cluster's requests "
-                                   "instead of what Kueue admitted",
-                     "apply part 1 of deploy/rbac-kfp-ray.yaml (PROJECT and DSPA replaced)")
+        return self._optional_read(
+            "queue position and usage", "kueue.x-k8s.io", "workloads", "Kueue Workloads",
+            "runs show their place in the queue and Kueue's reasons, and count usage from what Kueue admitted",
+            "a queued run shows no position in its LocalQueue nor Kueue's reason, and its usage ledger counts the "
+            "cluster's requests instead of what Kueue admitted", part=1)
 
     def run_events(self) -> Check:
         """Whether the task that follows the job may copy the run's events to S3 (events.jsonl)."""
-        name = "run events"
-        if self.api is None:
-            return self._skipped(name)
-        may = self._runner_may("", "events", "list")
-        if may is None:
-            return Check(name, "SKIP", "could not ask whether pipeline-runner may list events")
-        if may:
-            return Check(name, "PASS", "pipeline-runner may list events: each run's Kueue and KubeRay events are "
-                                       "copied to logs/events.jsonl beside its job log")
-        return Check(name, "WARN", "pipeline-runner may not list events: runs copy their job log to S3 but not the "
-                                   "Kueue and KubeRay events of their cluster",
-                     "apply part 4 of deploy/rbac-kfp-ray.yaml (PROJECT and DSPA replaced)")
+        return self._optional_read(
+            "run events", "", "events", "events",
+            "each run's Kueue and KubeRay events are copied to logs/events.jsonl beside its job log",
+            "runs copy their job log to S3 but not the Kueue and KubeRay events of their cluster", part=4)
 
 
 def secret_values(secret) -> dict[str, str]:
