@@ -115,7 +115,7 @@ def peer_run(box, sbx, runs: harness.Pipelines, obs: harness.Observer, params: d
     when KubeRay's TTL deletes the cluster, which is awaited (rounds must not overlap)."""
     from . import peer
 
-    arguments = peer.arguments(box, sbx, tag, params)
+    arguments = peer.arguments(box, sbx, tag, params, XGB_ENTRYPOINT, JOBS["xgboost"][3])
     obs.mark()
     run_id, asked = runs.start("peer_rayjob", arguments, tag, path)
     run = runs.wait(run_id)

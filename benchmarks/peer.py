@@ -21,9 +21,9 @@ from kfp import dsl
 
 from kfp_ray.components._build import BASE_IMAGE
 
-READY_POLL_S, READY_WAIT_S = 10, 600  # the peer's cluster wait
-JOB_POLL_S, JOB_WAIT_S = 30, 4 * 3600  # the peer's job wait
-TTL_S = 300  # ttl_seconds_after_finished: KubeRay deletes the cluster this long after the job ends
+# ttl_seconds_after_finished: KubeRay deletes the cluster this long after the job ends (the
+# component's `ttl_s` default: its source runs alone in the task pod, so it cannot name this)
+TTL_S = 300
 
 
 @dsl.component(base_image=BASE_IMAGE, packages_to_install=["codeflare-sdk==0.34.0", "kubernetes==30.1.0"])
@@ -105,8 +105,9 @@ def compile_to(path) -> str:
     return str(path)
 
 
-def arguments(box, sbx, tag: str, params: dict) -> dict:
-    """The run's inputs: the same job and data as overhead.by_hand's, staged under bench/<tag>."""
+def arguments(box, sbx, tag: str, params: dict, entrypoint: str, dataset: str) -> dict:
+    """The run's inputs: overhead's xgboost job (`entrypoint`, `dataset` staged under bench/<tag>),
+    as overhead.by_hand runs it."""
     from kfp_ray import datasets
     from kfp_ray.driver import environ
     from kfp_ray.jobs import read_requirements
@@ -116,10 +117,10 @@ def arguments(box, sbx, tag: str, params: dict) -> dict:
     jobs_dir = harness.ROOT / "pipelines" / "jobs"
     prefix = f"s3://{box.info['s3_bucket']}/bench/{tag}"
     with environ(sbx.data_connection()):
-        datasets.stage("breast_cancer", prefix + "/data")
+        datasets.stage(dataset, prefix + "/data")
     return {"namespace": box.info["namespace"], "data_connection": box.info["data_connection"],
             "local_queue": params.get("local_queue", ""),
-            "entrypoint": "python xgboost_tune.py --samples 6 --concurrent 3 --rounds 60",
+            "entrypoint": entrypoint,
             "files": {n: (jobs_dir / n).read_text() for n in ("xgboost_tune.py", "storage.py")},
             "pip": read_requirements("requirements/xgboost_tune.txt", "jobs", str(harness.ROOT / "pipelines")),
             "env_vars": {"KFP_RAY_DATA": prefix + "/data", "KFP_RAY_OUTPUT": prefix}}
