@@ -372,12 +372,14 @@ class LogShipper:
         try:
             bucket, key = s3.split(self.uri)
             put = s3.client(timeout=10, attempts=2).put_object  # bounded: the follow loop waits on it
-            with open(self.path, "rb") as fh:
+            # no log yet (the cluster never became ready): its events are all the more wanted
+            logged = os.path.exists(self.path)
+            with open(self.path, "rb") if logged else io.BytesIO() as fh:
                 fh.seek(self.sent)
                 while data := fh.read(PART_BYTES):  # a part that failed is sent again under its own name
                     put(Bucket=bucket, Key=f"{key}.d/{self.stamp}-{self.parts + 1:05d}", Body=data)
                     self.parts, self.sent = self.parts + 1, self.sent + len(data)
-                if whole:
+                if whole and logged:
                     fh.seek(0)
                     put(Bucket=bucket, Key=key, Body=fh)
             if self.events:
