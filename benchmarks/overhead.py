@@ -2,7 +2,7 @@
 rounds alternating which goes first.
 
 - xgboost: the xgboost_tune job. By hand: stage the same data to S3, `ray start --head` with
-  the CPUs the pipeline's cluster has (head 1 + worker 2), submit pipelines/jobs/xgboost_tune.py
+  the CPUs the pipeline's head-only cluster has (3), submit pipelines/jobs/xgboost_tune.py
   through the Ray Job API with the same runtime_env, wait. Pipeline: compiled/xgboost_tune.yaml.
 - sleep: a fixed 60 s job (`time.sleep(60)`). By hand: a head with the pipeline cluster's CPUs,
   submit, wait. Pipeline: compiled/ray_training.yaml with that entrypoint.

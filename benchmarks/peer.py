@@ -90,7 +90,7 @@ def peer_rayjob(namespace: str, entrypoint: str, files: dict, pip: list, env_var
 
 @dsl.pipeline(name="peer-rayjob", description="Red Hat's parse_and_chunk design, for the overhead benchmark")
 def peer_pipeline(namespace: str, entrypoint: str, files: dict, pip: list, env_vars: dict, data_connection: str,
-                  local_queue: str, head_cpus: int = 1, head_memory_gb: int = 2, num_workers: int = 1,
+                  local_queue: str, head_cpus: int = 3, head_memory_gb: int = 4, num_workers: int = 0,
                   worker_cpus: int = 2, worker_memory_gb: int = 2):  # xgboost_tune's cluster shape
     peer_rayjob(namespace=namespace, entrypoint=entrypoint, files=files, pip=pip, env_vars=env_vars,
                 data_connection=data_connection, local_queue=local_queue, head_cpus=head_cpus,

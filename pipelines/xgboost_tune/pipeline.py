@@ -20,9 +20,9 @@ def xgboost_tune(
     local_queue: str = "",
     priority_class: str = "",
     image: str = "",
-    num_workers: int = 1,
-    head_cpu: str = "1",
-    head_memory: str = "2Gi",
+    num_workers: int = 0,  # a head-only cluster: 3 trials of 1 CPU fit on it, one Ray node to start
+    head_cpu: str = "3",
+    head_memory: str = "4Gi",
     worker_cpu: str = "2",
     worker_memory: str = "2Gi",
     admission_timeout: int = 600,

@@ -45,4 +45,4 @@ def test_xgboost_tune_as_a_rayjob(tmp_path):
     # RHOAI's pipeline-runner may not list (deploy/rbac-kfp-ray.yaml part 4): said once
     assert re.search(r"job log in S3</th><td><code>s3://kfp-ray/runs/\S+/logs/job.log</code>", html)
     assert out.count("may not list events: the run's events are not copied to S3") == 1 and "run events in S3" not in html
-    assert_usage_ledger(out, tmp_path / "out", cpu=2, memory_gib=2)  # xgboost_tune head_memory default 2Gi
+    assert_usage_ledger(out, tmp_path / "out", cpu=2, memory_gib=4)  # xgboost_tune head_memory default 4Gi
