@@ -41,8 +41,9 @@ MAX_POLL = 0.5
 # file): enough for the "last log lines" of an error message.
 TAIL_CHARS = 64 << 10
 LONG_LINE = 1 << 20  # a line without its newline yet is passed on once this long
-# A job that is over: its log stream is read until Ray closes it, for at most this long.
+# A job that is over: the rest of its log is read for at most this long.
 FINAL_LOG_S = 900.0
+WHOLE_LOG = 8 << 20  # up to this many bytes streamed, its end is read with one request for the whole log
 FIX_URL = "wire provision_ray_cluster's dashboard_url output (http://<cluster>-head-svc.<namespace>.svc:8265)"
 
 
@@ -351,7 +352,8 @@ class LogShipper:
     """Copies the job log (log_path: redacted, as Follower writes it) to S3 as it grows: at each
     ship() (Follower's, every `every` seconds and when it closes), what it gained since the last
     copy goes up as the next part, <uri>.d/<this task's start>-<n> (a retried task's parts
-    sort after its first attempt's); ship(whole=True) also writes the whole log as <uri>. With
+    sort after its first attempt's); ship(whole=True) also writes the whole log as <uri>
+    (again only if it grew). With
     `events` (namespace, the run's RayCluster or RayJob names), each ship() also writes their
     events as events.jsonl beside it (run_events.py). A failed copy is logged and tried again
     at the next ship(); S3 never fails the job, nor holds the follow loop (which renews the
@@ -360,6 +362,7 @@ class LogShipper:
     def __init__(self, log_path: str, uri: str, every: float = SHIP_EVERY, clock=time.monotonic, events=None):
         self.path, self.uri, self.every, self.clock, self.events = log_path, uri, every, clock, events
         self.sent = self.parts = 0
+        self.whole = -1  # `sent` when the whole log was last written
         self.due = clock() + every
         self.stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
 
@@ -379,9 +382,10 @@ class LogShipper:
                 while data := fh.read(PART_BYTES):  # a part that failed is sent again under its own name
                     put(Bucket=bucket, Key=f"{key}.d/{self.stamp}-{self.parts + 1:05d}", Body=data)
                     self.parts, self.sent = self.parts + 1, self.sent + len(data)
-                if whole and logged:
+                if whole and logged and self.whole != self.sent:
                     fh.seek(0)
                     put(Bucket=bucket, Key=key, Body=fh)
+                    self.whole = self.sent
             if self.events:
                 from .run_events import collect, jsonl
 
@@ -409,7 +413,7 @@ class Follower:
     preempted run's log); `logs`
     then keeps only the last TAIL_CHARS of it, so memory does not grow with the log. Without
     `log_path`, `logs` is the whole log. With a `shipper` (LogShipper), the file is copied to
-    S3 as it grows."""
+    S3 as it grows (its owner copies the rest once the job is over)."""
 
     def __init__(self, dashboard_url: str, job_id: str, timeout: float, max_poll: float = MAX_POLL, echo=echo,
                  stop_grace: float = 60.0, outage_tolerance: float = OUTAGE_TOLERANCE,
@@ -469,12 +473,21 @@ class Follower:
             self._said_dropped = None
 
     def _final_log(self) -> None:
-        """The rest of the log of a job that is over: Ray closes the stream once it has sent
-        the log file to its end. Bounded: FINAL_LOG_S in all, a read timeout per message, and
-        a few reconnects; what was read is kept whatever happens."""
+        """The rest of the log of a job that is over. Up to WHOLE_LOG bytes streamed, the Job
+        API's whole log at once: Ray closes the stream only about 4 s after the job's end (its
+        tail sleeps 1 s between looks), and the cluster, its quota held, waits on this. Past
+        that, or if that read fails, the stream to its end. Bounded: FINAL_LOG_S in all, a read
+        timeout per message, and a few reconnects; what was read is kept whatever happens."""
         deadline = self.clock() + FINAL_LOG_S
         reconnects = 0
         try:
+            if self.tail.received <= WHOLE_LOG:
+                try:
+                    self._take(self.polls.logs(self.job_id))
+                    self._decoder.reset()  # the stream's part of a character is in what was taken
+                    return
+                except Exception:  # noqa: BLE001, S110 - the stream, then
+                    pass
             while not self.tail.ended and self.clock() < deadline:
                 beat(self.heartbeat)  # a long backlog: the lease is still renewed
                 was = self.tail.received
@@ -542,13 +555,13 @@ class Follower:
             self._emit(text[self.log_chars:])
 
     def close(self) -> None:
-        """Close the log stream and the log file (flushed), and copy what is new to S3."""
+        """Close the log stream and the log file (flushed). What is new is copied to S3 by the
+        owner of the shipper, after it has asked for the cluster's deletion: the quota is not
+        held while S3 is written (two tries of 10 s when it is down)."""
         self.tail.close()
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
-            if self.shipper:
-                self.shipper.ship()
 
     # --- reading -------------------------------------------------------------------
     def _poll(self) -> dict | None:

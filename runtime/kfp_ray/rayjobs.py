@@ -491,7 +491,7 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
                     except Preempted as exc:
                         preemptions.preempted(exc, time.monotonic() - followed)
                         stale = cluster_name
-                result.teardown_seconds = _delete_after_success(spec, creation)
+                result.teardown_seconds = _delete_after_success(spec, creation, shipper)
                 result.released_at = utc_now()
                 result.preempted_times = preemptions.times
                 return Ran(spec.name, spec.namespace, cluster_name, round(queued, 2), round(starting, 2), result,
@@ -514,20 +514,21 @@ def run(spec: cluster.ClusterSpec, entrypoint: str, runtime_env: dict, package: 
                 shipper.ship(whole=True)  # the whole log beside its parts
 
 
-def _delete_after_success(spec: cluster.ClusterSpec, creation: cluster.Creation) -> float:
+def _delete_after_success(spec: cluster.ClusterSpec, creation: cluster.Creation, shipper=None) -> float:
     """The job succeeded: its result stands whatever the deletion meets (KubeRay deletes the
     cluster anyway; the exit handler's teardown and the sweeper delete the RayJob)."""
     started = time.monotonic()
     try:
-        return _delete_when_over(spec, creation)
+        return _delete_when_over(spec, creation, shipper)
     except Exception as exc:  # noqa: BLE001 - reported; the job's result stands
         log(f"could not delete RayJob {spec.name} ({type(exc).__name__}: {first_line(exc, 400)}); teardown will retry")
         return round(time.monotonic() - started, 2)
 
 
-def _delete_when_over(spec: cluster.ClusterSpec, creation: cluster.Creation) -> float:
+def _delete_when_over(spec: cluster.ClusterSpec, creation: cluster.Creation, shipper=None) -> float:
     """Delete the RayJob (its cluster and submitter go with it, by owner reference) and wait
-    until the RayJob and the cluster are gone. Returns the seconds it took."""
+    until the RayJob and the cluster are gone; a `shipper` copies the whole log in between.
+    Returns the seconds it took."""
     started = time.monotonic()
     rj = get(spec.name, spec.namespace, kind=RAYJOB)
     if rj is None or not cluster._ours(rj, spec, creation):
@@ -536,6 +537,8 @@ def _delete_when_over(spec: cluster.ClusterSpec, creation: cluster.Creation) -> 
     rc = get(name, spec.namespace) if name else None
     if not being_deleted(rj):
         request_delete(spec.name, spec.namespace, rj["metadata"]["uid"], kind=RAYJOB)
+    if shipper:
+        shipper.ship(whole=True)
     wait_gone(rj)
     if rc is not None:
         wait_gone(rc)

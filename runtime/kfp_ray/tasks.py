@@ -195,7 +195,8 @@ def follow(dashboard_url: str, job_id: str, log_path: str, cluster_name: str = "
                     renewer.hand_off()  # to a retry of this task (it follows the job again), or to teardown
                 raise
             if deleting:
-                result.teardown_seconds = _delete_cluster_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat)
+                result.teardown_seconds = _delete_cluster_when_over(cluster_name, ns, outage_tolerance_seconds, heartbeat,
+                                                                    shipper)
                 result.released_at = preemption.utc_now()
             return result
         except Cancelled as exc:
@@ -267,11 +268,12 @@ def _write_log(path: str, text: str) -> None:
         log(f"could not write the job log to {path}: {exc}")
 
 
-def _delete_cluster_when_over(name: str, namespace: str, tolerance: float, heartbeat=None) -> float:
+def _delete_cluster_when_over(name: str, namespace: str, tolerance: float, heartbeat=None, shipper=None) -> float:
     """Delete the cluster of a job that is over and wait until it is gone, riding out an
     unreachable Kubernetes API for `tolerance` seconds (single tries, the outage paces them);
-    past that, the exit handler's teardown tries again (the job's result stands). Returns the
-    seconds it took (the run report's teardown bar)."""
+    past that, the exit handler's teardown tries again (the job's result stands). A `shipper`
+    copies the whole log to S3 once the deletion is asked for, before the wait: the quota is
+    not held for it. Returns the seconds it took (the run report's teardown bar)."""
     started = time.monotonic()
     outage = Outage("the Kubernetes API", tolerance, consequence="The exit handler's teardown will delete it.")
     while True:
@@ -284,6 +286,9 @@ def _delete_cluster_when_over(name: str, namespace: str, tolerance: float, heart
             if not rayclusters.being_deleted(rc):
                 rayclusters.request_delete(name, namespace, rc["metadata"]["uid"], attempts=1)
             outage.ok()
+            if shipper:
+                shipper, then = None, shipper
+                then.ship(whole=True)
             rayclusters.wait_gone(rc)
             log(f"deleted RayCluster {name} (lived {rayclusters.age_seconds(rc):.0f}s)")
             return round(time.monotonic() - started, 2)

@@ -87,7 +87,8 @@ def test_a_dropped_log_stream_is_reconnected_without_duplicated_or_lost_lines(da
     assert not t.is_alive(), "follow did not end within 30 s"
     assert outcome["result"].status == "SUCCEEDED"
     assert (tmp_path / "job.log").read_text() == "".join(lines)  # each line once, in order
-    assert dashboard.seen("GET", "/j/logs") == []
+    # streamed while it ran; its end read whole (a small log: Ray closes the stream seconds later)
+    assert len(dashboard.seen("GET", "/j/logs")) == 1
     out = capsys.readouterr().out
     assert "the log stream of job j dropped" in out and "already read are skipped" in out
     assert out.count("line 21\n") == 1 and out.count("line 60\n") == 1
@@ -137,3 +138,18 @@ def test_a_jobs_line_reaches_a_piped_task_log_while_the_job_runs(dashboard):
     finally:
         dashboard.job("piped", "SUCCEEDED", "FIRST-LINE of a long job\n")
         proc.wait(timeout=120)
+
+
+def test_past_whole_log_bytes_the_end_of_the_log_is_streamed_not_read_whole(dashboard, tmp_path, monkeypatch):
+    """A long log is not read again whole at the end: the stream is read until Ray closes it."""
+    monkeypatch.setattr(jobs, "WHOLE_LOG", 10)
+    dashboard.job("w", "RUNNING", "first line, longer than ten bytes\n")
+    follower = jobs.Follower(dashboard.url, "w", timeout=60, log_path=str(tmp_path / "job.log"), **FAST)
+    t = threading.Thread(target=follower.run, daemon=True)
+    t.start()
+    eventually(lambda: follower.log_chars, 20, what="the first line")
+    dashboard.job("w", "SUCCEEDED", "first line, longer than ten bytes\nlast line\n")
+    t.join(30)
+    assert not t.is_alive(), "follow did not end within 30 s"
+    assert (tmp_path / "job.log").read_text() == "first line, longer than ten bytes\nlast line\n"
+    assert dashboard.seen("GET", "/w/logs") == []
