@@ -121,8 +121,23 @@ def peer_run(box, sbx, runs: harness.Pipelines, obs: harness.Observer, params: d
     run = runs.wait(run_id)
     ended = time.time()
     requests = runs.runner_requests(asked, ended)
-    return {"status": str(run.state), "wall": round(ended - asked, 2), "requests": len(requests),
-            "release": released(obs, peer.TTL_S + 120)}
+    return {"status": str(run.state) if job_wrote_results(sbx, arguments) else "NO RESULTS (the job did not run)",
+            "wall": round(ended - asked, 2), "requests": len(requests), "release": released(obs, peer.TTL_S + 120)}
+
+
+def job_wrote_results(sbx, arguments: dict) -> bool:
+    """The peer's job really ran: its results.json is in S3 (a RayJob's SUCCEEDED alone says only
+    that its entrypoint exited 0)."""
+    from kfp_ray import s3
+    from kfp_ray.driver import environ
+
+    with environ(sbx.data_connection()):
+        bucket, key = s3.split(arguments["env_vars"]["KFP_RAY_OUTPUT"] + "/results.json")
+        try:
+            s3.client().head_object(Bucket=bucket, Key=key)
+            return True
+        except Exception:  # noqa: BLE001 - absent (or unreadable): not a run to count
+            return False
 
 
 def released(obs: harness.Observer, within: float) -> float | None:

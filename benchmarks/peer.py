@@ -13,7 +13,10 @@ component.py (read at dd8d0c0, its last code change aab1750, 2026-05-28): one ta
   job ends; the RayJob stays.
 Written here as a one-task KFP pipeline running the same job as kfp-ray's overhead benchmark
 (pipelines/jobs/xgboost_tune.py with storage.py), with the same cluster shape. Only what the
-peer does is here: no lease, no log streaming, no cleanup on failure."""
+peer does is here: no lease, no log streaming, no cleanup on failure. Two departures, each so that
+the job runs at all here: the keys go into the create rather than a patch after it (the sandbox's
+Kueue admits before the patch lands), and the entrypoint is one `python -c` (KubeRay's submitter
+would split a `&&` chain in its bash line)."""
 
 # no `from __future__ import annotations`: kfp reads annotations as types
 
@@ -48,24 +51,41 @@ def peer_rayjob(namespace: str, entrypoint: str, files: dict, pip: list, env_var
         head_cpu_requests=head_cpus, head_cpu_limits=head_cpus, head_memory_requests=head_memory_gb,
         head_memory_limits=head_memory_gb, num_workers=num_workers, worker_cpu_requests=worker_cpus,
         worker_cpu_limits=worker_cpus, worker_memory_requests=worker_memory_gb, worker_memory_limits=worker_memory_gb)
-    # the code as env vars the entrypoint writes out (the peer's ENTRYPOINT_SCRIPT, one per file)
+    # the code as env vars the entrypoint writes out (the peer's ENTRYPOINT_SCRIPT, one per file), then
+    # the job run in that folder. One `python -c "..."` with no shell syntax outside its quotes: KubeRay's
+    # submitter puts the entrypoint unquoted in a bash line (common.GetK8sJobCommand), so a `&&` there
+    # would end the Ray job's entrypoint and run the rest in the submitter pod.
+    import shlex
+
+    argv = shlex.split(entrypoint)[1:]  # `python <script> <args>`
     writes = ";".join(f"open('{path}','w').write(os.environ['PEER_FILE_{i}'])" for i, path in enumerate(files))
+    script = (f"import os,sys,runpy;os.makedirs('/tmp/peer',exist_ok=True);os.chdir('/tmp/peer');{writes};"
+              f"sys.path.insert(0,'.');sys.argv={argv!r};runpy.run_path(sys.argv[0],run_name='__main__')")
     job = RayJob(job_name=name, cluster_config=cluster_config, namespace=namespace,
-                 entrypoint=f'mkdir -p /tmp/peer && cd /tmp/peer && python -c "import os;{writes}" && {entrypoint}',
+                 entrypoint=f'python -c "{script}"',
                  runtime_env={"pip": pip, "env_vars": {**env_vars, **{f"PEER_FILE_{i}": text
                                                                       for i, text in enumerate(files.values())}}},
                  ttl_seconds_after_finished=ttl_s, local_queue=local_queue or None)
     custom = k8s_client.CustomObjectsApi()
     job._api.api = custom  # the peer's fix: the SDK's client tried a kubeconfig first
     where = dict(group="ray.io", version="v1", namespace=namespace, plural="rayjobs", name=name)
-    job.submit()
-    spec = custom.get_namespaced_custom_object(**where)["spec"]["rayClusterSpec"]
     keys = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_S3_BUCKET")
-    for group in [spec["headGroupSpec"], *spec.get("workerGroupSpecs", [])]:
-        for container in group["template"]["spec"]["containers"]:
-            container.setdefault("env", []).extend(
-                {"name": k, "valueFrom": {"secretKeyRef": {"name": data_connection, "key": k}}} for k in keys)
-    custom.patch_namespaced_custom_object(**where, body={"spec": {"rayClusterSpec": spec}})
+    submit = job._api.submit_job
+
+    def with_keys(k8s_namespace, job):
+        # The peer merge-patches these into spec.rayClusterSpec right after the create, while
+        # Kueue holds the RayJob suspended. The sandbox's Kueue admits within that GET + PATCH,
+        # so KubeRay would build the cluster without them (seen): here they go into the create.
+        job = k8s_client.ApiClient().sanitize_for_serialization(job)  # the SDK's body holds model objects
+        spec = job["spec"]["rayClusterSpec"]
+        for group in [spec["headGroupSpec"], *spec.get("workerGroupSpecs", [])]:
+            for container in group["template"]["spec"]["containers"]:
+                container.setdefault("env", []).extend(
+                    {"name": k, "valueFrom": {"secretKeyRef": {"name": data_connection, "key": k}}} for k in keys)
+        return submit(k8s_namespace=k8s_namespace, job=job)
+
+    job._api.submit_job = with_keys
+    job.submit()
     print(f"RayJob {name} submitted; waiting for Kueue admission and the cluster...", flush=True)
     deadline = time.time() + ready_wait_s
     while True:
