@@ -36,7 +36,6 @@ JOBS = {  # name -> (pipeline, its parameters, by-hand CPUs, dataset, the kinds 
                 ("hand", "pipeline", "image")),
 }
 IMAGE = "quay.io/kfp-ray/components:bench"  # a name: the sandbox runs its task image under any name
-KINDS = ("hand", "peer", "pipeline", "image", "rayjob")
 # issue 31's targets, each a ratio of medians from one run (xgboost, --image)
 TARGETS = {"raycluster / peer": 0.85, "raycluster / floor": 1.25, "rayjob / peer": 1.0}
 RELEASE_TARGET_P95 = 3.0  # seconds from the job's end until the quota is back
@@ -128,16 +127,11 @@ def peer_run(box, sbx, runs: harness.Pipelines, obs: harness.Observer, params: d
 def job_wrote_results(sbx, arguments: dict) -> bool:
     """The peer's job really ran: its results.json is in S3 (a RayJob's SUCCEEDED alone says only
     that its entrypoint exited 0)."""
-    from kfp_ray import s3
+    from kfp_ray import results
     from kfp_ray.driver import environ
 
     with environ(sbx.data_connection()):
-        bucket, key = s3.split(arguments["env_vars"]["KFP_RAY_OUTPUT"] + "/results.json")
-        try:
-            s3.client().head_object(Bucket=bucket, Key=key)
-            return True
-        except Exception:  # noqa: BLE001 - absent (or unreadable): not a run to count
-            return False
+        return results.stored(arguments["env_vars"]["KFP_RAY_OUTPUT"] + "/results.json")
 
 
 def released(obs: harness.Observer, within: float) -> float | None:

@@ -350,7 +350,7 @@ def log_uri(env_vars: dict | None) -> str:
 
 class LogShipper:
     """Copies the job log (log_path: redacted, as Follower writes it) to S3 as it grows: at each
-    ship() (Follower's, every `every` seconds and when it closes), what it gained since the last
+    ship() (Follower's, every `every` seconds; its owner's once the job is over), what it gained since the last
     copy goes up as the next part, <uri>.d/<this task's start>-<n> (a retried task's parts
     sort after its first attempt's); ship(whole=True) also writes the whole log as <uri>
     (again only if it grew). With

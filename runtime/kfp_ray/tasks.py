@@ -286,9 +286,9 @@ def _delete_cluster_when_over(name: str, namespace: str, tolerance: float, heart
             if not rayclusters.being_deleted(rc):
                 rayclusters.request_delete(name, namespace, rc["metadata"]["uid"], attempts=1)
             outage.ok()
-            if shipper:
-                shipper, then = None, shipper
-                then.ship(whole=True)
+            if shipper:  # once: an outage runs this loop again
+                shipper.ship(whole=True)
+                shipper = None
             rayclusters.wait_gone(rc)
             log(f"deleted RayCluster {name} (lived {rayclusters.age_seconds(rc):.0f}s)")
             return round(time.monotonic() - started, 2)
