@@ -758,6 +758,7 @@ class Kubelet(Controller):
         rt.running, rt.ready_at = False, None
         code = process.exit_code()
         rt.exit_codes = {c["name"]: (code or 0) if c is container else 0 for c in current["spec"].get("containers") or []}
+        self._free_address(rt)  # before the terminal phase is written: who sees it finds the address free
         self._refresh(rt)
 
     def _hosts(self, rt: PodRuntime) -> str:
@@ -779,7 +780,19 @@ class Kubelet(Controller):
         rt.exit_codes = {container.get("name", ""): 128}
         rt.start_error = why
         self._event(pod, "Warning", "Failed", f"Error: {why}")
+        self._free_address(rt)
         self._refresh(rt)
+
+    def _free_address(self, rt: PodRuntime) -> None:
+        """A pod in a terminal phase (Succeeded, Failed) gives its address back while the pod
+        object stays, its status.podIP unchanged: the kubelet stops its sandbox and the CNI frees
+        the IP (kubelet pod_workers: a terminal pod is terminated, KillPod -> StopPodSandbox ->
+        CNI DEL), and OpenShift's OVN-Kubernetes releases a completed pod's IP at once
+        (go-controller pkg/ovn: util.PodCompleted). Without it, a sandbox that has run ~250
+        pipeline task pods would have no address left for the next pod."""
+        if rt.ip:
+            ip, rt.ip = rt.ip, ""  # _finish must not free it again once it is another pod's
+            self.network.release(ip)
 
     def _back_off(self, rt: PodRuntime, pod: dict, finished: float) -> None:
         """kuberuntime doBackOff: restart at once unless the container is in its back-off

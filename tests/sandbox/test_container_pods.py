@@ -124,6 +124,31 @@ def test_a_failing_command_fails_the_pod_with_its_exit_code(box):
     pods.delete("probe-fail")
 
 
+def test_a_finished_pod_keeps_its_ip_in_status_and_gives_the_address_back(box):
+    """As OVN-Kubernetes frees a completed pod's IP: a sandbox that has run a few hundred task
+    pods (one /24 per sandbox) still has addresses, and deleting the finished pod later does not
+    free the address again once it is another pod's."""
+    pods, network = Pods(box), box.kubelet.network
+    pods.create(pod("probe-ip", "print('done')", {}))
+    done = pods.wait_phase("probe-ip", ("Succeeded", "Failed"))
+    ip = done["status"]["podIP"]
+    assert done["status"]["phase"] == "Succeeded" and network.owns(ip) and done["status"]["podIPs"] == [{"ip": ip}]
+    assert not network.in_use(ip)
+    taken = []  # the next pods' addresses, up to the freed one (round robin)
+    try:
+        while not taken or taken[-1] != ip:
+            taken.append(network.allocate())
+        pods.delete("probe-ip")
+        deadline = time.monotonic() + 30
+        while pods.get("probe-ip") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert pods.get("probe-ip") is None
+        assert network.in_use(ip)  # still the newer holder's
+    finally:
+        for t in taken:
+            network.release(t)
+
+
 def test_deleting_a_running_pod_sends_sigterm_then_it_is_gone(box):
     pods = Pods(box)
     code = ("import signal, sys, time\n"
