@@ -36,6 +36,7 @@ BASELINE = {"RAY_JOBS (before)": ["requests>=2.31,<3", "boto3>=1.34,<2", "kubern
 IMPORTS = {"KUBE": "kubernetes", "CODEFLARE": "codeflare_sdk, kubernetes", "SUBMIT": "requests, boto3",
            "FOLLOW": "requests, kubernetes", "S3": "boto3", "DATA": "boto3, numpy, sklearn",
            "DRIVER": "ray, kubernetes, requests, boto3, cryptography",
+           "RAYJOB": "codeflare_sdk, kubernetes, requests, boto3",
            "RAY_JOBS (before)": "requests, boto3, kubernetes"}
 
 
@@ -72,7 +73,8 @@ def measure(name: str, packages: list[str], work: Path, env: dict) -> dict:
 
 COMPONENTS = {"KUBE": "teardown_ray_cluster, sweep_ray_clusters", "CODEFLARE": "provision_ray_cluster",
               "SUBMIT": "submit_ray_job", "FOLLOW": "follow_ray_job", "DRIVER": "run_ray_driver",
-              "S3": "publish_training_results", "DATA": "stage_dataset", "RAY_JOBS (before)": "follow, submit (before)"}
+              "S3": "publish_training_results", "DATA": "stage_dataset", "RAYJOB": "run_ray_job",
+              "RAY_JOBS (before)": "follow, submit (before)"}
 
 
 def run(rounds: int = 1) -> dict:

@@ -84,3 +84,13 @@ def test_the_four_way_comparison_takes_medians_percentiles_and_issue_31s_ratios(
                             "rayjob / peer": 1.0}
     assert fw["met"] == {"raycluster / peer": True, "raycluster / floor": True, "rayjob / peer": True}
     assert overhead.four_way({"hand": runs([30]), "image": runs([40])})["ratios"] == {}  # no peer run: no ratio
+
+
+def test_the_pip_path_suite_knows_every_kind_of_component():
+    """Each kind of _build.KINDS has its imports to check and its components to name (a kind
+    added without them failed the whole suite with a KeyError)."""
+    from benchmarks import pip_path
+    from kfp_ray.components import _build
+
+    for kind in {**pip_path.BASELINE, **_build.KINDS}:
+        assert pip_path.IMPORTS.get(kind) and pip_path.COMPONENTS.get(kind), kind
