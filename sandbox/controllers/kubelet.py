@@ -632,6 +632,8 @@ class Kubelet(Controller):
 
     def _refresh(self, rt: PodRuntime, pod: dict | None = None) -> None:
         """Write the pod's status as the kubelet's status manager would, if it changed."""
+        if rt.exit_codes is not None:  # terminal (_pod_status): the address goes before the phase is written
+            self._free_address(rt)
         with self.store.lock:
             current = self.store.find(self.pod_t, rt.ns, rt.name)
             if current is None or current["metadata"]["uid"] != rt.uid or not current["spec"].get("nodeName"):
@@ -758,7 +760,6 @@ class Kubelet(Controller):
         rt.running, rt.ready_at = False, None
         code = process.exit_code()
         rt.exit_codes = {c["name"]: (code or 0) if c is container else 0 for c in current["spec"].get("containers") or []}
-        self._free_address(rt)  # before the terminal phase is written: who sees it finds the address free
         self._refresh(rt)
 
     def _hosts(self, rt: PodRuntime) -> str:
@@ -780,18 +781,19 @@ class Kubelet(Controller):
         rt.exit_codes = {container.get("name", ""): 128}
         rt.start_error = why
         self._event(pod, "Warning", "Failed", f"Error: {why}")
-        self._free_address(rt)
         self._refresh(rt)
 
     def _free_address(self, rt: PodRuntime) -> None:
-        """A pod in a terminal phase (Succeeded, Failed) gives its address back while the pod
-        object stays, its status.podIP unchanged: the kubelet stops its sandbox and the CNI frees
-        the IP (kubelet pod_workers: a terminal pod is terminated, KillPod -> StopPodSandbox ->
-        CNI DEL), and OpenShift's OVN-Kubernetes releases a completed pod's IP at once
-        (go-controller pkg/ovn: util.PodCompleted). Without it, a sandbox that has run ~250
-        pipeline task pods would have no address left for the next pod."""
-        if rt.ip:
-            ip, rt.ip = rt.ip, ""  # _finish must not free it again once it is another pod's
+        """A pod in a terminal phase (Succeeded, Failed: every way there sets rt.exit_codes, and
+        _refresh calls this before it writes the phase) gives its address back while the pod
+        object stays, its status.podIP unchanged; a deleted pod at the latest in _finish. The
+        kubelet stops a terminal pod's sandbox and the CNI frees the IP (kubelet pod_workers:
+        KillPod -> StopPodSandbox -> CNI DEL), and OpenShift's OVN-Kubernetes releases a
+        completed pod's IP at once (go-controller pkg/ovn: util.PodCompleted). Without it, a
+        sandbox that has run ~250 pipeline task pods would have no address left for the next."""
+        with self.lock:  # once, whichever thread writes the status first
+            ip, rt.ip = rt.ip, ""  # nor may _finish free it again once it is another pod's
+        if ip:
             self.network.release(ip)
 
     def _back_off(self, rt: PodRuntime, pod: dict, finished: float) -> None:
@@ -1001,8 +1003,7 @@ class Kubelet(Controller):
                 if self.pods.get(rt.uid) is rt:
                     del self.pods[rt.uid]
             shutil.rmtree(self.volume_root / rt.uid, ignore_errors=True)
-            if rt.ip:
-                self.network.release(rt.ip)
+            self._free_address(rt)
 
     # --- used by the control API, the kube-proxy and the sandbox ----------------
     def pod_port(self, pod: dict, port: int) -> tuple[str, int] | None:
