@@ -30,6 +30,16 @@ package uploads: kfp-ray, `ray job submit`, KubeRay's submitter, the CodeFlare S
 ReportHead (/api/gcs_healthz, KubeRay's head readiness probe). A request for another module's
 endpoint (State, Event, Metrics, Train, Data, Serve) gets 404 here where a RHOAI head answers:
 stricter, never kinder (README, "Where the sandbox still differs").
+
+GCS subscribers (NODE_ENV: every sandbox node). The dashboard's GCS subscribers (ray 2.52.1,
+ray/_private/gcs_pubsub.py `_AioSubscriber._poll`) return an empty batch at once when the GCS
+is unavailable, and NodeHead's three loops over them (node_head.py: node updates, resource
+usage, actors) poll again at once: a busy loop from the GCS's death until the dashboard's, which
+`ray start`'s SIGTERM handler kills seconds later (node.py kill_all_processes: raylet, GCS, then
+the rest, a second each). It cost about 1.6 CPU-s in every head's deletion, as it does on a
+cluster, where nobody pays for it with the other pods' CPU. Here an empty batch from a poll
+that had no timeout (only an unavailable GCS returns one) comes after a pause of
+UNAVAILABLE_PAUSE_S: what the dashboard sees is the same, minus the loop.
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ PORTS_ENV = "KFP_RAY_SANDBOX_CLIENT_SERVER_PORTS"
 MODULES_ENV = "KFP_RAY_SANDBOX_DASHBOARD_MODULES"
 NODE_ENV = "KFP_RAY_SANDBOX_NODE"  # raynode.NODE_ENV: the node's temp dir
 ZYGOTE_ENV = "KFP_RAY_SANDBOX_ZYGOTE"  # "1": a head's `ray start` forks its Python daemons (rayzygote.py)
+UNAVAILABLE_PAUSE_S = 0.5  # a GCS subscriber's poll that found the GCS unavailable returns after this
 
 
 def install() -> None:
@@ -57,6 +68,8 @@ def install() -> None:
         _after_import("ray.dashboard.head", lambda m: _dashboard_modules(m, set(modules.split(","))))
     if os.environ.get(ZYGOTE_ENV) == "1":
         _after_import("ray._private.services", _daemons_from_zygote)
+    if os.environ.get(NODE_ENV):
+        _after_import("ray._private.gcs_pubsub", _pause_when_unavailable)
 
 
 def _daemons_from_zygote(services) -> None:
@@ -73,6 +86,21 @@ def _daemons_from_zygote(services) -> None:
 def _client_server_ports(proxier, low: int, high: int) -> None:
     # read by ProxyManager.__init__, after the import
     proxier.MIN_SPECIFIC_SERVER_PORT, proxier.MAX_SPECIFIC_SERVER_PORT = low, high + 1
+
+
+def _pause_when_unavailable(gcs_pubsub) -> None:
+    cls = getattr(gcs_pubsub, "_AioSubscriber", None)
+    original = getattr(cls, "_poll", None)
+    if original is None:
+        return  # a Ray whose subscribers differ from 2.52's: leave them as they are
+    import asyncio
+
+    async def _poll(self, timeout=None):
+        await original(self, timeout=timeout)
+        if timeout is None and not self._queue and not self._close.is_set():
+            await asyncio.sleep(UNAVAILABLE_PAUSE_S)
+
+    cls._poll = _poll
 
 
 def _dashboard_modules(head, names: set[str]) -> None:

@@ -103,3 +103,37 @@ def test_the_zygote_takes_only_the_daemons_it_preloaded():
     assert rayzygote.target([py, "/x/ray/dashboard/agent.py"]) is None
     assert rayzygote.target(["/usr/bin/python3.9", "/x/ray/dashboard/dashboard.py"]) is None
     assert rayzygote.target([py, "-X", "dev", "/x/ray/dashboard/dashboard.py"]) is None
+
+
+POLL_UNAVAILABLE_GCS = """
+import asyncio, json, time
+from ray._private import gcs_pubsub
+
+async def main():
+    sub = gcs_pubsub.GcsAioNodeInfoSubscriber(address="127.0.0.1:{port}")  # nothing listens there
+    seconds = []
+    for _ in range(3):
+        start = time.monotonic()
+        batch = await sub.poll(batch_size=10)
+        seconds.append(time.monotonic() - start)
+        assert not batch, batch
+    print(json.dumps({{"seconds": seconds, "poll": gcs_pubsub._AioSubscriber._poll.__module__}}))
+
+asyncio.run(main())
+"""
+
+
+def test_a_gcs_subscriber_that_finds_the_gcs_gone_pauses_before_it_polls_again(tmp_path):
+    """NodeHead's loops poll again as soon as a poll returns; with the GCS gone (every head's deletion:
+    Ray kills its GCS seconds before its dashboard) Ray's poll returns at once, and they spun a core."""
+    import json
+
+    code = POLL_UNAVAILABLE_GCS.format(port=raynode.free_port())
+    run = [rayimage.python(), "-c", code]
+    on_node = json.loads(subprocess.run(run, env=raynode.ray_env({raynode.NODE_ENV: str(tmp_path)}), capture_output=True,
+                                        text=True, timeout=120, check=True).stdout)
+    assert on_node["poll"] == "kfp_ray_sandbox_imagehooks"
+    assert all(s >= imagehooks.UNAVAILABLE_PAUSE_S for s in on_node["seconds"]), on_node
+    elsewhere = json.loads(subprocess.run(run, env=raynode.ray_env(), capture_output=True, text=True, timeout=120,
+                                          check=True).stdout)
+    assert elsewhere["poll"] == "ray._private.gcs_pubsub"  # Ray's own outside a sandbox node
