@@ -31,6 +31,13 @@ ReportHead (/api/gcs_healthz, KubeRay's head readiness probe). A request for ano
 endpoint (State, Event, Metrics, Train, Data, Serve) gets 404 here where a RHOAI head answers:
 stricter, never kinder (README, "Where the sandbox still differs").
 
+Dashboard agent modules (NODE_ENV: every sandbox node). A node's dashboard agent finds its
+modules by importing every package under ray/dashboard/modules (ray 2.52.1, dashboard/utils.py
+get_all_modules), the head's Serve, Train, Data, State and Metrics modules included, to keep
+the seven subclasses of DashboardAgentModule: 0.3 CPU-s of imports in every node's start. Here
+it imports the files of those seven (AGENT_MODULES) and keeps the subclasses as Ray does: the
+same modules, in the same order (a test compares them with Ray's own walk).
+
 GCS subscribers (NODE_ENV: every sandbox node). The dashboard's GCS subscribers (ray 2.52.1,
 ray/_private/gcs_pubsub.py `_AioSubscriber._poll`) return an empty batch at once when the GCS
 is unavailable, and NodeHead's three loops over them (node_head.py: node updates, resource
@@ -53,6 +60,9 @@ PORTS_ENV = "KFP_RAY_SANDBOX_CLIENT_SERVER_PORTS"
 MODULES_ENV = "KFP_RAY_SANDBOX_DASHBOARD_MODULES"
 NODE_ENV = "KFP_RAY_SANDBOX_NODE"  # raynode.NODE_ENV: the node's temp dir
 ZYGOTE_ENV = "KFP_RAY_SANDBOX_ZYGOTE"  # "1": a head's `ray start` forks its Python daemons (rayzygote.py)
+# the files that define Ray 2.52.1's dashboard agent modules, in the order Ray's walk imports them
+AGENT_MODULES = ("aggregator.aggregator_agent", "event.event_agent", "job.job_agent", "log.log_agent",
+                 "reporter.healthz_agent", "reporter.reporter_agent")
 UNAVAILABLE_PAUSE_S = 0.5  # a GCS subscriber's poll that found the GCS unavailable returns after this
 
 
@@ -70,6 +80,7 @@ def install() -> None:
         _after_import("ray._private.services", _daemons_from_zygote)
     if os.environ.get(NODE_ENV):
         _after_import("ray._private.gcs_pubsub", _pause_when_unavailable)
+        _after_import("ray.dashboard.utils", _agent_modules_by_name)
 
 
 def _daemons_from_zygote(services) -> None:
@@ -86,6 +97,25 @@ def _daemons_from_zygote(services) -> None:
 def _client_server_ports(proxier, low: int, high: int) -> None:
     # read by ProxyManager.__init__, after the import
     proxier.MIN_SPECIFIC_SERVER_PORT, proxier.MAX_SPECIFIC_SERVER_PORT = low, high + 1
+
+
+def _agent_modules_by_name(utils) -> None:
+    original = getattr(utils, "get_all_modules", None)
+    if original is None or not hasattr(utils, "DashboardAgentModule"):
+        return  # a Ray whose dashboard differs from 2.52's: leave it as it is
+
+    def get_all_modules(module_type):
+        if module_type is not utils.DashboardAgentModule:
+            return original(module_type)
+        import importlib
+
+        for name in AGENT_MODULES:
+            importlib.import_module(f"ray.dashboard.modules.{name}")
+        minimal = utils.get_dashboard_dependency_error() is not None
+        return [m for m in module_type.__subclasses__() if getattr(m, "__ray_dashboard_module_enable__", True)
+                and not (minimal and not m.is_minimal_module())]
+
+    utils.get_all_modules = get_all_modules
 
 
 def _pause_when_unavailable(gcs_pubsub) -> None:

@@ -137,3 +137,23 @@ def test_a_gcs_subscriber_that_finds_the_gcs_gone_pauses_before_it_polls_again(t
     elsewhere = json.loads(subprocess.run(run, env=raynode.ray_env(), capture_output=True, text=True, timeout=120,
                                           check=True).stdout)
     assert elsewhere["poll"] == "ray._private.gcs_pubsub"  # Ray's own outside a sandbox node
+
+
+AGENT_MODULES = """
+import json, sys
+import ray.dashboard.utils as utils
+found = [f"{c.__module__}.{c.__name__}" for c in utils.get_all_modules(utils.DashboardAgentModule)]
+print(json.dumps({"found": found, "serve_imported": "ray.dashboard.modules.serve" in sys.modules}))
+"""
+
+
+def test_a_nodes_dashboard_agent_loads_rays_agent_modules_without_importing_every_dashboard_module(tmp_path):
+    import json
+
+    run = [rayimage.python(), "-c", AGENT_MODULES]
+    on_node = json.loads(subprocess.run(run, env=raynode.ray_env({raynode.NODE_ENV: str(tmp_path)}), capture_output=True,
+                                        text=True, timeout=120, check=True).stdout)
+    rays = json.loads(subprocess.run(run, env=raynode.ray_env(), capture_output=True, text=True, timeout=120,
+                                     check=True).stdout)
+    assert rays["serve_imported"] and not on_node["serve_imported"]  # Ray's walk imports the head's modules too
+    assert on_node["found"] == rays["found"] and len(rays["found"]) == 7, (on_node, rays)
