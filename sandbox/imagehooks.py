@@ -111,6 +111,7 @@ def _agent_modules_by_name(utils) -> None:
 
         for name in AGENT_MODULES:
             importlib.import_module(f"ray.dashboard.modules.{name}")
+        # then Ray's own filter of get_all_modules, as it stands in 2.52.1 (the test compares the result with Ray's)
         minimal = utils.get_dashboard_dependency_error() is not None
         return [m for m in module_type.__subclasses__() if getattr(m, "__ray_dashboard_module_enable__", True)
                 and not (minimal and not m.is_minimal_module())]

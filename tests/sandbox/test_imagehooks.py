@@ -4,6 +4,7 @@ modules a head runs, and its Python daemons forked from one zygote (sandbox/rayz
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -13,6 +14,13 @@ import pytest
 
 from kfp_ray_sandbox import imagehooks, rayimage, raynode
 from kfp_ray_sandbox.reaper import pid_alive
+
+
+def in_image(code: str, env: dict | None = None) -> str:
+    """What `code` prints, run by the sandbox's Ray image's Python in a Ray process's environment
+    (raynode.ray_env) plus `env` (a node's settings)."""
+    return subprocess.run([rayimage.python(), "-c", code], env=raynode.ray_env(env), capture_output=True, text=True,
+                          timeout=120, check=True).stdout
 
 
 def test_each_head_gets_its_own_block_of_ray_client_server_ports(tmp_path):
@@ -30,11 +38,9 @@ def test_each_head_gets_its_own_block_of_ray_client_server_ports(tmp_path):
         # the head's proxy, in the sandbox's Ray image, draws from that block (Ray's module as it runs)
         probe = ("import ray.util.client.server.proxier as p; "
                  "print(p.MIN_SPECIFIC_SERVER_PORT, p.MAX_SPECIFIC_SERVER_PORT)")
-        out = subprocess.run([rayimage.python(), "-c", probe], env=raynode.ray_env(heads[0].env),
-                             capture_output=True, text=True, timeout=120, check=True).stdout.split()
+        out = in_image(probe, heads[0].env).split()
         assert [int(x) for x in out] == [low, high + 1]
-        unset = subprocess.run([rayimage.python(), "-c", probe], env=raynode.ray_env(),
-                               capture_output=True, text=True, timeout=120, check=True).stdout.split()
+        unset = in_image(probe).split()
         assert unset == ["23000", "24000"]  # Ray's own range where the sandbox sets none
     finally:
         for node in [*heads, worker]:
@@ -126,16 +132,11 @@ asyncio.run(main())
 def test_a_gcs_subscriber_that_finds_the_gcs_gone_pauses_before_it_polls_again(tmp_path):
     """NodeHead's loops poll again as soon as a poll returns; with the GCS gone (every head's deletion:
     Ray kills its GCS seconds before its dashboard) Ray's poll returns at once, and they spun a core."""
-    import json
-
     code = POLL_UNAVAILABLE_GCS.format(port=raynode.free_port())
-    run = [rayimage.python(), "-c", code]
-    on_node = json.loads(subprocess.run(run, env=raynode.ray_env({raynode.NODE_ENV: str(tmp_path)}), capture_output=True,
-                                        text=True, timeout=120, check=True).stdout)
+    on_node = json.loads(in_image(code, {raynode.NODE_ENV: str(tmp_path)}))
     assert on_node["poll"] == "kfp_ray_sandbox_imagehooks"
     assert all(s >= imagehooks.UNAVAILABLE_PAUSE_S for s in on_node["seconds"]), on_node
-    elsewhere = json.loads(subprocess.run(run, env=raynode.ray_env(), capture_output=True, text=True, timeout=120,
-                                          check=True).stdout)
+    elsewhere = json.loads(in_image(code))
     assert elsewhere["poll"] == "ray._private.gcs_pubsub"  # Ray's own outside a sandbox node
 
 
@@ -148,12 +149,7 @@ print(json.dumps({"found": found, "serve_imported": "ray.dashboard.modules.serve
 
 
 def test_a_nodes_dashboard_agent_loads_rays_agent_modules_without_importing_every_dashboard_module(tmp_path):
-    import json
-
-    run = [rayimage.python(), "-c", AGENT_MODULES]
-    on_node = json.loads(subprocess.run(run, env=raynode.ray_env({raynode.NODE_ENV: str(tmp_path)}), capture_output=True,
-                                        text=True, timeout=120, check=True).stdout)
-    rays = json.loads(subprocess.run(run, env=raynode.ray_env(), capture_output=True, text=True, timeout=120,
-                                     check=True).stdout)
+    on_node = json.loads(in_image(AGENT_MODULES, {raynode.NODE_ENV: str(tmp_path)}))
+    rays = json.loads(in_image(AGENT_MODULES))
     assert rays["serve_imported"] and not on_node["serve_imported"]  # Ray's walk imports the head's modules too
     assert on_node["found"] == rays["found"] and len(rays["found"]) == 7, (on_node, rays)
