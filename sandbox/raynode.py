@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 from . import imagehooks, rayimage
-from .reaper import descendants, pid_alive, pids_mentioning, reap
+from .reaper import ProcSnapshot, descendants, pid_alive, pids_mentioning, reap
 from .reaper import signal_pid as _signal
 
 __all__ = ["RayNode", "descendants", "free_port", "kill_recorded", "pid_alive", "pids_mentioning", "ray_env"]
@@ -247,15 +247,17 @@ class PodProcess:
         except OSError:
             return 0
 
-    def _strays(self) -> list[int]:
+    def _strays(self, snapshot: ProcSnapshot | None = None) -> list[int]:
         """Processes of this container that left its process tree."""
         return []
 
-    def pids(self) -> list[int]:
+    def pids(self, snapshot: ProcSnapshot | None = None) -> list[int]:
+        """The container's live processes; `snapshot`: one /proc walk shared by several pods."""
         if self.proc is None:
             return []
+        snapshot = snapshot or ProcSnapshot()
         own = [self.proc.pid] if self.proc.poll() is None else []
-        return sorted({*own, *descendants(self.proc.pid), *self._strays()})
+        return sorted({*own, *snapshot.descendants(self.proc.pid), *self._strays(snapshot)})
 
     def terminate(self) -> None:
         """SIGTERM to the main process alone, as a kubelet signals a container's main process
@@ -382,8 +384,9 @@ class RayNode(PodProcess):
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
-    def _strays(self) -> list[int]:
-        return pids_mentioning(str(self.temp_dir))  # Ray processes that left the tree (daemonized)
+    def _strays(self, snapshot: ProcSnapshot | None = None) -> list[int]:
+        # Ray processes that left the tree (daemonized)
+        return (snapshot or ProcSnapshot()).mentioning(str(self.temp_dir))
 
     def stop(self, grace: float = 10.0) -> None:
         """Stop this node's processes (group, descendants, and strays in its temp dir), then

@@ -102,7 +102,7 @@ def _closure(roots: set[int], procs: dict[int, tuple[int, int, int]]) -> set[int
 
 def descendants(pid: int) -> list[int]:
     """All live descendants of pid, from /proc (children may have left the group)."""
-    return sorted(_closure({pid}, _processes()) - {pid})
+    return ProcSnapshot().descendants(pid)
 
 
 def session_tree(leader: int, include_leader: bool = True) -> set[int]:
@@ -136,8 +136,34 @@ def _names(pid: int, markers: list[bytes]) -> bool:
 def pids_mentioning(marker: str) -> list[int]:
     """Processes naming marker (a node's private temp dir) on their command line or in their
     environment."""
-    m, me = [marker.encode()], os.getpid()
-    return sorted(pid for pid in _processes() if pid != me and _names(pid, m))
+    return ProcSnapshot().mentioning(marker)
+
+
+class ProcSnapshot:
+    """One walk of /proc that answers several questions: the sandbox's process listing asks
+    for every pod's descendants and strays, and a walk per question (a stat, a command line
+    and an environment per process) made each listing cost a walk per pod."""
+
+    def __init__(self):
+        self.procs = _processes()
+        self._texts: dict[int, bytes] = {}  # pid -> command line + environment, read once
+
+    def descendants(self, pid: int) -> list[int]:
+        return sorted(_closure({pid}, self.procs) - {pid})
+
+    def mentioning(self, marker: str) -> list[int]:
+        """As pids_mentioning, over this walk's processes."""
+        m, me = marker.encode(), os.getpid()
+        out = []
+        for pid in self.procs:
+            if pid == me:
+                continue
+            text = self._texts.get(pid)
+            if text is None:
+                text = self._texts[pid] = _read(f"/proc/{pid}/cmdline") + b"\0" + _read(f"/proc/{pid}/environ")
+            if _mentions(text, m):
+                out.append(pid)
+        return sorted(out)
 
 
 def signal_pid(pid: int, sig) -> None:

@@ -45,15 +45,21 @@ def raycluster(name: str, workers: int = 1, cpu: str = "1", memory: str = "2Gi",
                                            "template": template("machine-learning")}]}}
 
 
+POLL_CAP_S = 0.5
+
+
 def eventually(fn, timeout: float = 30.0, interval: float = 0.1, what: str = "condition"):
-    """Return fn()'s first truthy value, or fail naming what was awaited and the last value."""
+    """Return fn()'s first truthy value, or fail naming what was awaited and the last value.
+    Polls every `interval` s at first, backing off to POLL_CAP_S (or `interval`, if longer):
+    a wait of minutes at 0.1 s was seconds of CPU in the sandbox that answered."""
     deadline = time.monotonic() + timeout
-    last = None
+    last, wait = None, interval
     while time.monotonic() < deadline:
         last = fn()
         if last:
             return last
-        time.sleep(interval)
+        time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
+        wait = min(wait * 1.5, max(interval, POLL_CAP_S))
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
 
 

@@ -138,6 +138,18 @@ class Store:
             obj = self._bucket(rt).get(self._ident(rt, namespace, name))
             return clone(obj) if obj is not None else None
 
+    def resource_version(self, rt, namespace, name) -> str | None:
+        """An object's resourceVersion (None: not there), without copying the object."""
+        with self.lock:
+            obj = self._bucket(rt).get(self._ident(rt, namespace, name))
+            return None if obj is None else obj["metadata"]["resourceVersion"]
+
+    def select(self, rt, fn: Callable[[dict], object]) -> list:
+        """fn of every object of a type, under the lock and without copying them (fn must only
+        read): for a controller's question about all of them."""
+        with self.lock:
+            return [fn(o) for o in self._bucket(rt).values()]
+
     def list(self, rt, namespace=None, match=None) -> tuple[list[dict], str]:
         with self.lock:
             items = [clone(o) for (ns, _), o in sorted(self._bucket(rt).items(), key=_etcd_order)

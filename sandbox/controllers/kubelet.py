@@ -64,6 +64,7 @@ from ..apiserver.errors import ApiError
 from ..apiserver.store import now_rfc3339
 from ..nodepool import GPU_TAINT
 from ..raynode import NODE_ENV, PodProcess, RayNode, free_port, ray_env
+from ..reaper import ProcSnapshot
 from . import podcerts, scheduler
 from .backoff import Backoff, go_duration
 from .base import Controller, log, record_event
@@ -73,6 +74,7 @@ READY_TIMEOUT = 180.0
 NODE_SHUTDOWN_GRACE_S = 2.0  # the sandbox going down: each pod's grace (the sandbox's SHUTDOWN_GRACE)
 MIN_GRACE = 2.0  # kuberuntime's minimumGracePeriodInSeconds
 VOLUMES_DIR = "volumes"  # under the kubelet's root: each pod's secret and emptyDir volumes
+TERMINAL = ("Succeeded", "Failed")  # pod phases the kubelet writes last
 # The head's Ray ports: `ray start` flag -> the port Ray uses when the flag is absent.
 HEAD_PORT_FLAGS = {"port": 6379, "dashboard-port": 8265, "ray-client-server-port": 10001, "metrics-export-port": 8080}
 FOLD = "sandbox.kfp-ray.io/fold"  # "0": folded into another node; "k": runs k replicas' resources
@@ -266,6 +268,12 @@ class PodRuntime:
         self.crash_state: dict | None = None  # the Ray container's state between a crash and its restart
         self.starts = 0  # Ray container instances started
         self.log_marks: list[int] = []  # where each instance's log begins in the pod's log file
+        self.synced: tuple[str, str] | None = None  # (pod resourceVersion, status_inputs()) at the last status sync
+
+    def status_inputs(self) -> str:
+        """What the kubelet's pod status is computed from, besides the pod itself (Kubelet._pod_status)."""
+        return repr((self.blocked, self.exit_codes, self.start_error, self.started_at, self.restarts, self.running,
+                     self.ready_at is not None, self.last_state, self.crash_state))
 
 
 class Kubelet(Controller):
@@ -302,8 +310,11 @@ class Kubelet(Controller):
 
     # --- reconcile -------------------------------------------------------------
     def reconcile(self) -> None:
-        pods, _ = self.store.list(self.pod_t)
-        live = {p["metadata"]["uid"] for p in pods}
+        live = set(self.store.select(self.pod_t, lambda p: p["metadata"]["uid"]))
+        # A finished pod is the kubelet's again only once it is deleted: its status, which the
+        # kubelet wrote last, is final. Copying every finished pod of a session on every pass
+        # (a pipeline run leaves a dozen) was most of the sandbox's CPU in long sessions.
+        pods, _ = self.store.list(self.pod_t, match=_in_kubelets_hands)
         with self.lock:
             gone = [rt for uid, rt in self.pods.items() if uid not in live]
         for rt in gone:  # removed without us (grace 0, or a terminated pod's final delete)
@@ -327,6 +338,9 @@ class Kubelet(Controller):
             rt = self.pods.get(uid)
         if rt is None:  # bound by an earlier kubelet pass that is gone (never here), or by hand
             rt = self._adopt(pod)
+        if rt.exit_codes is not None:  # terminated: its containers are done with images and env
+            self._refresh(rt, pod)
+            return
         rt.blocked = self._blocked(pod, faults, rt)
         self._refresh(rt, pod)
         if self._ray_blocked(pod, rt):
@@ -631,18 +645,27 @@ class Kubelet(Controller):
         return out
 
     def _refresh(self, rt: PodRuntime, pod: dict | None = None) -> None:
-        """Write the pod's status as the kubelet's status manager would, if it changed."""
+        """Write the pod's status as the kubelet's status manager would, if it changed.
+
+        _pod_status is a function of the stored pod and rt's state, and its result, once
+        written, is its own fixed point (timestamps are taken only where the old status has
+        none). So when neither has changed since the last sync, the status is what it would
+        write: every kubelet pass syncs every pod, and a copy of each pod per pass was most of
+        the sandbox's CPU in long sessions."""
         if rt.exit_codes is not None:  # terminal (_pod_status): the address goes before the phase is written
             self._free_address(rt)
+        state = rt.status_inputs()
         with self.store.lock:
+            if rt.synced is not None and rt.synced == (self.store.resource_version(self.pod_t, rt.ns, rt.name), state):
+                return
             current = self.store.find(self.pod_t, rt.ns, rt.name)
             if current is None or current["metadata"]["uid"] != rt.uid or not current["spec"].get("nodeName"):
                 return
             new = self._pod_status(rt, current)
-            if new == current.get("status"):
-                return
-            current["status"] = new
-            self.store.update(self.pod_t, current, subresource="status", check_rv=False)
+            if new != current.get("status"):
+                current["status"] = new
+                current = self.store.update(self.pod_t, current, subresource="status", check_rv=False)
+            rt.synced = (current["metadata"]["resourceVersion"], state)
 
     def _set_status(self, pod: dict, fn) -> None:
         self.store.mutate(self.pod_t, pod["metadata"]["namespace"], pod["metadata"]["name"],
@@ -1128,9 +1151,9 @@ class Kubelet(Controller):
         """Ray processes of pods, running or still stopping after their pod was deleted."""
         with self.lock:
             runtimes = list({id(r): r for r in list(self.pods.values()) + list(self.terminating.values())}.values())
-        out = []
+        out, snapshot = [], ProcSnapshot()
         for r in runtimes:
-            pids = r.node.pids() if r.node is not None else []
+            pids = r.node.pids(snapshot) if r.node is not None else []
             if pids:
                 out.append({"namespace": r.ns, "pod": r.name, "cluster": r.cluster, "pids": pids,
                             "temp_dir": str(r.node.temp_dir), "terminating": r.stopping})
@@ -1162,6 +1185,11 @@ def _enter_mounts(node: PodProcess) -> list[str]:
     except OSError:
         return []
     return ["nsenter", f"--mount=/proc/{proc.pid}/ns/mnt", "--"]
+
+
+def _in_kubelets_hands(pod: dict) -> bool:
+    """Not finished (Succeeded or Failed), or being deleted."""
+    return bool(pod["metadata"].get("deletionTimestamp")) or (pod.get("status") or {}).get("phase") not in TERMINAL
 
 
 def _qos(pod: dict) -> str:

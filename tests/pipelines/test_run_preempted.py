@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
+from kfp_ray.pipelines.run_tasks import run_reader
 from kfp_ray.pipelines.summary import task_outputs
 from kfp_ray_sandbox.client import SandboxClient
 from tests.helpers import eventually, labelled, preempting_queue, raycluster
@@ -51,8 +52,10 @@ def test_fashion_mnist_preempted_mid_training_resumes_from_its_checkpoint_and_su
             str(ROOT / "compiled" / "fashion_mnist.yaml"), run_name="preempted",
             arguments={"epochs": 2, "num_workers": 1, "worker_gpus": 1, "priority_class": "low",
                        "local_queue": "local-queue-test", "s3_prefix": "preempted"})
+        read = run_reader(client)  # the run's state, without building the whole V2beta1Run on each poll
+
         def checkpointed():
-            state = client.get_run(run.run_id).state
+            state = read(run.run_id).state
             assert state not in DONE, f"the run ended ({state}) before its first checkpoint"
             return [k for k in keys(s3, "preempted/") if k.endswith("/checkpoints/epoch-0000.pt")]
 
@@ -71,7 +74,7 @@ def test_fashion_mnist_preempted_mid_training_resumes_from_its_checkpoint_and_su
         sbx.patch_faults({"s3": None})  # its writer is gone with the pods: the held write never lands
         co.delete_namespaced_custom_object(*RAY, "rayclusters", "preemptor")
         deadline = time.monotonic() + 900
-        while (state := client.get_run(run.run_id).state) not in DONE and time.monotonic() < deadline:
+        while (state := read(run.run_id).state) not in DONE and time.monotonic() < deadline:
             time.sleep(1.0)
     outputs = task_outputs(s3, "kfp-ray", f"fashion-mnist/{run.run_id}/")
     follow = outputs["follow-ray-job"]

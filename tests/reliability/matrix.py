@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kfp_ray_sandbox.reaper import descendants, pid_alive, pids_mentioning, session_tree
+from kfp_ray_sandbox.reaper import ProcSnapshot, descendants, pid_alive, session_tree
 
 PIPELINE = "tests.reliability.matrix_pipeline:fault_matrix_run"
 RAYJOB_PIPELINE = "tests.reliability.matrix_pipeline:fault_matrix_rayjob"  # lifecycle "rayjob": run_ray_job
@@ -250,10 +250,10 @@ class Monitor:
         dirs on its command line or in its environment (Ray's own, and the job drivers, which
         inherit KFP_RAY_SANDBOX_NODE), as the sandbox's reaper finds them."""
         self._sample()
-        pids = set()
+        pids, snapshot = set(), ProcSnapshot()
         for tr in self.of(prefix):
             for d in tr.temp_dirs:
-                pids.update(pids_mentioning(d))
+                pids.update(snapshot.mentioning(d))
         return sorted(p for p in pids if pid_alive(p))
 
     def pods(self, name: str) -> list[dict]:

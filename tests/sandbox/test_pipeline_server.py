@@ -6,7 +6,6 @@ mid-job with the RayCluster released and the quota back to 0."""
 # no `from __future__ import annotations`: kfp reads the components' annotations as types
 
 import json
-import time
 
 import pytest
 from kubernetes import client as k8s
@@ -153,13 +152,13 @@ def tick_package(tmp_path_factory):
 
 
 def wait_run(kfp_client, run_id, until=DONE, timeout=300):
-    deadline, run = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        run = kfp_client.get_run(run_id)
-        if run.state in until:
-            return run
-        time.sleep(0.5)
-    raise AssertionError(f"run {run_id} never reached {until}: {run.state if run else None}")
+    """The whole run (kfp.Client.get_run) once its state is in `until`; polled as the CLI polls,
+    through run_tasks.run_reader (get_run builds the whole V2beta1Run on every call)."""
+    from kfp_ray.pipelines.run_tasks import run_reader
+
+    read = run_reader(kfp_client)
+    eventually(lambda: read(run_id).state in until, timeout, 0.5, what=f"run {run_id} to reach one of {until}")
+    return kfp_client.get_run(run_id)
 
 
 def tasks(run) -> dict[str, str]:
@@ -496,7 +495,10 @@ def start_long_job(box, kfp_client, name):
         str(registry.compiled_path("ray_training")), run_name=name,
         arguments={"entrypoint": SLEEP_JOB, "local_queue": box.info["local_queue"], "head_memory": "2Gi",
                    "num_workers": 0})  # a head alone: what is tested is the run's end, not the cluster's shape
-    eventually(lambda: tasks(kfp_client.get_run(run.run_id)).get("follow-ray-job") == "RUNNING",
+    from kfp_ray.pipelines.run_tasks import run_reader
+
+    read = run_reader(kfp_client)
+    eventually(lambda: tasks(read(run.run_id)).get("follow-ray-job") == "RUNNING",
                timeout=240, interval=0.5, what="the job to be followed")
     # the follow task is past its start (pip, imports) and holds its SIGTERM handler: it says
     # the job is RUNNING; a signal before that point leaves the cluster to the lease sweeper
