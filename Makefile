@@ -45,9 +45,13 @@ bench: $(STAMP) $(WHEELS)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) $(WHEELS)
+# The browser check's install (apt-get, npm: mostly waiting on the network and the disk) runs
+# beside the venv's (pip: one core), not after it.
+test:
+	tools/install-browser-check & browser=$$!; \
+	  $(MAKE) --no-print-directory venv || { wait $$browser; exit 1; }; \
+	  wait $$browser
 	$(BIN)/ruff check .
-	tools/install-browser-check
 	$(PYC)
 	$(BIN)/python -m pytest
 
