@@ -10,6 +10,7 @@ import json
 import pytest
 from kubernetes import client as k8s
 
+from kfp_ray.pipelines.run_tasks import run_reader
 from kfp_ray_sandbox.client import SandboxClient
 
 from .. import helpers
@@ -154,8 +155,6 @@ def tick_package(tmp_path_factory):
 def wait_run(kfp_client, run_id, until=DONE, timeout=300):
     """The whole run (kfp.Client.get_run) once its state is in `until`; polled as the CLI polls,
     through run_tasks.run_reader (get_run builds the whole V2beta1Run on every call)."""
-    from kfp_ray.pipelines.run_tasks import run_reader
-
     read = run_reader(kfp_client)
     eventually(lambda: read(run_id).state in until, timeout, 0.5, what=f"run {run_id} to reach one of {until}")
     return kfp_client.get_run(run_id)
@@ -495,8 +494,6 @@ def start_long_job(box, kfp_client, name):
         str(registry.compiled_path("ray_training")), run_name=name,
         arguments={"entrypoint": SLEEP_JOB, "local_queue": box.info["local_queue"], "head_memory": "2Gi",
                    "num_workers": 0})  # a head alone: what is tested is the run's end, not the cluster's shape
-    from kfp_ray.pipelines.run_tasks import run_reader
-
     read = run_reader(kfp_client)
     eventually(lambda: tasks(read(run.run_id)).get("follow-ray-job") == "RUNNING",
                timeout=240, interval=0.5, what="the job to be followed")
