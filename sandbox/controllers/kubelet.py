@@ -339,10 +339,10 @@ class Kubelet(Controller):
         if rt is None:  # bound by an earlier kubelet pass that is gone (never here), or by hand
             rt = self._adopt(pod)
         if rt.exit_codes is not None:  # terminated: its containers are done with images and env
-            self._refresh(rt, pod)
+            self._refresh(rt)
             return
         rt.blocked = self._blocked(pod, faults, rt)
-        self._refresh(rt, pod)
+        self._refresh(rt)
         if self._ray_blocked(pod, rt):
             return
         if rt.thread is None:
@@ -431,7 +431,7 @@ class Kubelet(Controller):
         self._set_status(pod, lambda s: s.update(hostIP="127.0.0.1", hostIPs=[{"ip": "127.0.0.1"}], podIP=ip,
                                                  podIPs=[{"ip": ip}], startTime=s.get("startTime") or now_rfc3339()))
         pod.setdefault("status", {}).update(podIP=ip)
-        self._refresh(rt, pod)
+        self._refresh(rt)
         return rt
 
     def _blocked(self, pod: dict, faults: dict, rt: PodRuntime) -> dict[str, tuple[str, str]]:
@@ -644,7 +644,7 @@ class Kubelet(Controller):
             out["initContainerStatuses"] = init_statuses
         return out
 
-    def _refresh(self, rt: PodRuntime, pod: dict | None = None) -> None:
+    def _refresh(self, rt: PodRuntime) -> None:
         """Write the pod's status as the kubelet's status manager would, if it changed.
 
         _pod_status is a function of the stored pod and rt's state, and its result, once

@@ -451,3 +451,27 @@ def test_kubelet_kills_what_ignores_sigterm_when_the_grace_period_ends(env, node
     assert env.store.get(env.t["", "pods"], NS, name)["metadata"]["deletionGracePeriodSeconds"] == 3
     wait_until(lambda: kl.reconcile() or env.store.find(env.t["", "pods"], NS, name) is None, 15, "SIGKILL and removal")
     assert made[0].signals == ["TERM", "KILL"] and time.monotonic() - started >= 3
+
+
+def test_kubelet_leaves_a_steady_pods_status_alone_and_still_writes_a_crash(env, node):
+    """Kubelet._refresh skips the status sync while neither the pod nor its container changed:
+    passes over a steady pod write nothing, and the skip never hides a container's crash."""
+    kl, made, _ = node
+    started_cluster(env, kl, "steady")
+
+    def ready():
+        kl.reconcile()
+        ray = (head_status(env, "steady").get("containerStatuses") or [{}])[0]
+        return ray.get("ready") is True
+    wait_until(ready, 10, "the stand-in Ray node to be ready")
+    rv = env.pods("steady")[0]["metadata"]["resourceVersion"]
+    for _ in range(5):
+        kl.reconcile()
+    assert env.pods("steady")[0]["metadata"]["resourceVersion"] == rv  # nothing new: nothing written
+    made[0].crash()
+
+    def restarted():
+        kl.reconcile()
+        return head_status(env, "steady")["containerStatuses"][0]["restartCount"] >= 1
+    wait_until(restarted, 10, "the crash to be written as a restart")
+    assert env.pods("steady")[0]["metadata"]["resourceVersion"] != rv
