@@ -454,8 +454,9 @@ def test_kubelet_kills_what_ignores_sigterm_when_the_grace_period_ends(env, node
 
 
 def test_kubelet_leaves_a_steady_pods_status_alone_and_still_writes_a_crash(env, node):
-    """Kubelet._refresh skips the status sync while neither the pod nor its container changed:
-    passes over a steady pod write nothing, and the skip never hides a container's crash."""
+    """Passes over a steady pod write nothing (its status, once written, is its own fixed point:
+    what lets Kubelet._refresh skip a sync while neither the pod nor its container changed), and
+    that skip never hides a container's crash."""
     kl, made, _ = node
     started_cluster(env, kl, "steady")
 
